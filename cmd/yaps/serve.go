@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/yaps-dev/yaps/httpapi"
+	"github.com/yaps-dev/yaps/ratelimit"
+	"github.com/yaps-dev/yaps/store/bunstore"
+	"github.com/yaps-dev/yaps/store/pgnotify"
+	"github.com/yaps-dev/yaps/sync/ysync"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+func init() {
+	register("serve", "run the HTTP API and the sync endpoint", runServe)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	m := NewMain(stderr)
+	if err := m.ParseFlags(args, os.Getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := m.Run(ctx); err != nil {
+		_ = m.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "yaps listening on http://%s%s\n", m.Addr(), m.Prefix)
+	<-ctx.Done()
+	return m.Close()
+}
+
+// Main is the `yaps serve` program: ParseFlags reads the settings, Run opens
+// the store and starts serving, Close shuts everything down gracefully. Tests
+// drive it end to end on port 0.
+type Main struct {
+	ListenAddr string // --addr, YAPS_ADDR
+	DB         string // --db, YAPS_DB
+	Prefix     string // --prefix, YAPS_PREFIX
+	PublicURL  string // --public-url, YAPS_PUBLIC_URL
+	RateLimit  string // --rate-limit, YAPS_RATE_LIMIT: default, off or a file
+	Redis      string // --redis, YAPS_REDIS
+	Origins    string // --allowed-origins, YAPS_ALLOWED_ORIGINS: comma-separated, "*" for all
+	Proxies    string // --trusted-proxies, YAPS_TRUSTED_PROXIES: comma-separated CIDRs
+
+	logger   *slog.Logger
+	ln       net.Listener
+	server   *http.Server
+	store    *bunstore.Store
+	service  *yaps.Service
+	notifier *pgnotify.Notifier // Postgres only
+	sync     *ysync.Server
+	closing  atomic.Bool
+
+	limiterCloser io.Closer
+}
+
+// NewMain returns a Main with the documented defaults, logging to logw.
+func NewMain(logw io.Writer) *Main {
+	return &Main{
+		ListenAddr: "127.0.0.1:4736",
+		DB:         "sqlite:yaps.db",
+		Prefix:     "/api/v1",
+		RateLimit:  "default",
+		logger:     slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+}
+
+// ParseFlags reads settings from the environment (YAPS_*) and then from
+// args, so flags win over the environment.
+func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	env := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	env(&m.ListenAddr, "YAPS_ADDR")
+	env(&m.DB, "YAPS_DB")
+	env(&m.Prefix, "YAPS_PREFIX")
+	env(&m.PublicURL, "YAPS_PUBLIC_URL")
+	env(&m.RateLimit, "YAPS_RATE_LIMIT")
+	env(&m.Redis, "YAPS_REDIS")
+	env(&m.Origins, "YAPS_ALLOWED_ORIGINS")
+	env(&m.Proxies, "YAPS_TRUSTED_PROXIES")
+
+	fs := flag.NewFlagSet("yaps serve", flag.ContinueOnError)
+	fs.StringVar(&m.ListenAddr, "addr", m.ListenAddr, "listen address (YAPS_ADDR)")
+	fs.StringVar(&m.DB, "db", m.DB, "database: sqlite:PATH, sqlite::memory: or postgres://... (YAPS_DB)")
+	fs.StringVar(&m.Prefix, "prefix", m.Prefix, "API path prefix (YAPS_PREFIX)")
+	fs.StringVar(&m.PublicURL, "public-url", m.PublicURL, "external origin for sliceUrl and apiBase; default http://ADDR (YAPS_PUBLIC_URL)")
+	fs.StringVar(&m.RateLimit, "rate-limit", m.RateLimit, "rate limits: default, off, or a JSON file (YAPS_RATE_LIMIT)")
+	fs.StringVar(&m.Redis, "redis", m.Redis, "Redis URL to share rate limits between processes (YAPS_REDIS)")
+	fs.StringVar(&m.Origins, "allowed-origins", m.Origins, "browser origins allowed to call the API (CORS) and open sync sockets, comma-separated, * for any; default same origin only (YAPS_ALLOWED_ORIGINS)")
+	fs.StringVar(&m.Proxies, "trusted-proxies", m.Proxies, "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client IP (YAPS_TRUSTED_PROXIES)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	if !strings.HasPrefix(m.Prefix, "/") || strings.HasSuffix(m.Prefix, "/") {
+		return fmt.Errorf("serve: --prefix must start with / and not end with /, got %q", m.Prefix)
+	}
+	return nil
+}
+
+// Addr returns the address the server listens on, once Run has returned.
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Run opens the store, builds the service and starts serving in the
+// background. It returns once the server accepts connections.
+func (m *Main) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", m.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("serve: listen: %w", err)
+	}
+	m.ln = ln
+	publicURL := m.PublicURL
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+
+	limiter, err := m.limiter()
+	if err != nil {
+		return err
+	}
+	m.store, err = bunstore.Open(ctx, m.DB)
+	if err != nil {
+		return fmt.Errorf("serve: open database: %w", err)
+	}
+	// On Postgres, processes sharing the database push writes, revocations
+	// and awareness to each other with LISTEN/NOTIFY (the channel follows
+	// the DSN's search_path); polling stays as the fallback.
+	var notifier yaps.Notifier
+	if strings.HasPrefix(m.DB, "postgres://") || strings.HasPrefix(m.DB, "postgresql://") {
+		m.notifier, err = pgnotify.Open(ctx, pgnotify.Config{DSN: m.DB, Logger: m.logger})
+		if err != nil {
+			return fmt.Errorf("serve: listen for notices: %w", err)
+		}
+		notifier = m.notifier
+	}
+	m.service, err = yaps.NewService(yaps.Config{
+		Store:     m.store,
+		Limiter:   limiter,
+		PublicURL: publicURL,
+		Prefix:    m.Prefix,
+		Logger:    m.logger,
+		Notifier:  notifier,
+	})
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	apiCfg := httpapi.Config{Prefix: m.Prefix, PublicURL: publicURL, TrustedProxies: splitList(m.Proxies), Logger: m.logger}
+	// Validates the API settings before Mount, which panics on bad ones.
+	clientIP, err := httpapi.ClientIPFunc(apiCfg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	httpapi.Mount(mux, m.service, apiCfg)
+	m.sync, err = ysync.New(m.service, ysync.Config{AllowedOrigins: splitList(m.Origins), ClientIP: clientIP, Logger: m.logger})
+	if err != nil {
+		return err
+	}
+	m.sync.Mount(mux, m.Prefix)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if m.closing.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+
+	m.server = &http.Server{
+		Handler:           accessLog(m.logger, httpapi.CORS(splitList(m.Origins), mux)),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	go func() {
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.logger.Error("serve", "err", err)
+		}
+	}()
+	return nil
+}
+
+func (m *Main) limiter() (yaps.Limiter, error) {
+	cfg, err := ratelimit.ParseSpec(m.RateLimit)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --rate-limit: %w", err)
+	}
+	cfg.Redis = m.Redis
+	if cfg.Disabled {
+		return yaps.Unlimited{}, nil
+	}
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("serve: rate limiter: %w", err)
+	}
+	m.limiterCloser = lim
+	return lim, nil
+}
+
+// Close stops accepting requests, lets running ones finish (up to 10 s),
+// closes sync connections and then the store.
+func (m *Main) Close() error {
+	m.closing.Store(true)
+	var errs []error
+	if m.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		errs = append(errs, m.server.Shutdown(ctx))
+	} else if m.ln != nil {
+		errs = append(errs, m.ln.Close())
+	}
+	if m.sync != nil {
+		errs = append(errs, m.sync.Close())
+	}
+	if m.service != nil {
+		errs = append(errs, m.service.Close())
+	}
+	if m.notifier != nil {
+		errs = append(errs, m.notifier.Close())
+	}
+	if m.store != nil {
+		errs = append(errs, m.store.Close())
+	}
+	if m.limiterCloser != nil {
+		errs = append(errs, m.limiterCloser.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// accessLog logs one line per request. Codes travel in the k query
+// parameter, so the query is logged with k redacted.
+func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !logger.Enabled(r.Context(), slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		logger.Debug("http", "method", r.Method, "path", r.URL.Path, "query", redactQuery(r.URL.RawQuery),
+			"status", rec.status, "ms", time.Since(start).Milliseconds())
+	})
+}
+
+func redactQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "(unparsed)"
+	}
+	if q.Has("k") {
+		q.Set("k", "REDACTED")
+	}
+	return q.Encode()
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack passes the WebSocket upgrade through; gorilla/websocket asserts
+// http.Hijacker directly instead of using http.ResponseController.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(r.ResponseWriter).Hijack()
+}

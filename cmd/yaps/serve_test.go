@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/store/storetest"
+)
+
+// childEnv makes the test binary act as the yaps binary, so the crash test
+// can SIGKILL a real server process without a separate go build.
+const childEnv = "YAPS_TEST_SERVE_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "yaps:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// databases returns the DSNs the end-to-end tests run on: a SQLite file, and
+// a fresh Postgres schema when YAPS_TEST_POSTGRES is set.
+func databases(t *testing.T) map[string]func(t *testing.T) string {
+	return map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
+		"postgres": func(t *testing.T) string { return storetest.PostgresDSN(t) },
+	}
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := dsn(t)
+			m := startMain(t, "--addr", "127.0.0.1:0", "--db", db, "--rate-limit", "off")
+			base := "http://" + m.Addr()
+
+			res, err := http.Get(base + "/healthz")
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+
+			var created struct {
+				Ref, OwnerCode, SliceURL, APIBase string
+			}
+			doJSON(t, "POST", base+"/api/v1/lists", "", `{"title":"Trip"}`, http.StatusCreated, &created)
+			require.Equal(t, base+"/api/v1/lists/"+created.Ref, created.APIBase)
+			require.Contains(t, created.SliceURL, "k="+created.OwnerCode)
+
+			var yap struct{ ID string }
+			doJSON(t, "POST", created.APIBase+"/yaps", created.OwnerCode,
+				`{"kind":"task","content":"book hotel","status":"open"}`, http.StatusCreated, &yap)
+			require.NoError(t, m.Close())
+
+			// The data outlives the process: a new server on the same
+			// database serves the yap.
+			m2 := startMain(t, "--addr", "127.0.0.1:0", "--db", db, "--rate-limit", "off")
+			var got struct{ Content string }
+			doJSON(t, "GET", "http://"+m2.Addr()+"/api/v1/lists/"+created.Ref+"/yaps/"+yap.ID, created.OwnerCode, "", http.StatusOK, &got)
+			require.Equal(t, "book hotel", got.Content)
+		})
+	}
+}
+
+func TestServeRateLimitDefaults(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, "--addr", "127.0.0.1:0", "--db", "sqlite::memory:")
+	res, err := http.Post("http://"+m.Addr()+"/api/v1/lists", "application/json", nil)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	require.Equal(t, "20", res.Header.Get("X-RateLimit-Limit"), "anonymous list creation is 20 per hour by default")
+}
+
+func TestServeAllowedOrigins(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, "--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--allowed-origins", "https://app.example")
+	preflight := func(origin string) *http.Response {
+		req, err := http.NewRequest("OPTIONS", "http://"+m.Addr()+"/api/v1/lists", nil)
+		require.NoError(t, err)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res
+	}
+	ok := preflight("https://app.example")
+	require.Equal(t, http.StatusNoContent, ok.StatusCode)
+	require.Equal(t, "https://app.example", ok.Header.Get("Access-Control-Allow-Origin"))
+	other := preflight("https://evil.example")
+	require.Empty(t, other.Header.Get("Access-Control-Allow-Origin"))
+}
+
+func TestServeParseFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    settings
+		wantErr string
+	}{
+		{name: "defaults", want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default"}},
+		{
+			name: "environment",
+			env:  map[string]string{"YAPS_ADDR": ":9000", "YAPS_DB": "sqlite::memory:", "YAPS_PREFIX": "/v1", "YAPS_RATE_LIMIT": "off", "YAPS_REDIS": "redis://r", "YAPS_PUBLIC_URL": "https://y.example"},
+			want: settings{ListenAddr: ":9000", DB: "sqlite::memory:", Prefix: "/v1", RateLimit: "off", Redis: "redis://r", PublicURL: "https://y.example"},
+		},
+		{
+			name: "flags win over environment",
+			env:  map[string]string{"YAPS_ADDR": ":9000", "YAPS_DB": "sqlite:a.db"},
+			args: []string{"--addr", ":9001", "--db", "postgres://x/y"},
+			want: settings{ListenAddr: ":9001", DB: "postgres://x/y", Prefix: "/api/v1", RateLimit: "default"},
+		},
+		{name: "prefix needs a leading slash", args: []string{"--prefix", "v1"}, wantErr: "--prefix"},
+		{name: "no trailing slash", args: []string{"--prefix", "/v1/"}, wantErr: "--prefix"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := NewMain(io.Discard)
+			err := m.ParseFlags(tt.args, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want.ListenAddr, m.ListenAddr)
+			require.Equal(t, tt.want.DB, m.DB)
+			require.Equal(t, tt.want.Prefix, m.Prefix)
+			require.Equal(t, tt.want.RateLimit, m.RateLimit)
+			require.Equal(t, tt.want.Redis, m.Redis)
+			require.Equal(t, tt.want.PublicURL, m.PublicURL)
+		})
+	}
+}
+
+func TestServeRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	for name, args := range map[string][]string{
+		"bad database":   {"--addr", "127.0.0.1:0", "--db", "mysql://nope"},
+		"bad rate limit": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--rate-limit", filepath.Join(t.TempDir(), "missing.json")},
+		"bad proxy":      {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--trusted-proxies", "not-a-cidr"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := NewMain(io.Discard)
+			require.NoError(t, m.ParseFlags(args, func(string) string { return "" }))
+			err := m.Run(context.Background())
+			require.Error(t, err)
+			require.NoError(t, m.Close())
+		})
+	}
+}
+
+// TestServeCrashSafety kills the server with SIGKILL while clients write,
+// restarts it on the same database and checks that every write that was
+// answered 2xx is there, over HTTP and in the list document.
+func TestServeCrashSafety(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := dsn(t)
+			addr, stop := startChild(t, db)
+			base := "http://" + addr + "/api/v1"
+			var created struct{ Ref, OwnerCode string }
+			doJSON(t, "POST", base+"/lists", "", "", http.StatusCreated, &created)
+			listURL := base + "/lists/" + created.Ref
+
+			var (
+				mu    sync.Mutex
+				acked []string
+				wg    sync.WaitGroup
+			)
+			client := &http.Client{Timeout: 5 * time.Second}
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					for i := 0; i < 10000; i++ {
+						body := fmt.Sprintf(`{"kind":"task","content":"w%d-%d","status":"open"}`, w, i)
+						req, _ := http.NewRequest("POST", listURL+"/yaps", strings.NewReader(body))
+						req.Header.Set("Authorization", "Bearer "+created.OwnerCode)
+						res, err := client.Do(req)
+						if err != nil {
+							return // the server is gone
+						}
+						var y struct{ ID string }
+						ok := res.StatusCode == http.StatusCreated && json.NewDecoder(res.Body).Decode(&y) == nil
+						res.Body.Close()
+						if ok {
+							mu.Lock()
+							acked = append(acked, y.ID)
+							mu.Unlock()
+						}
+					}
+				}(w)
+			}
+			// Kill once a fair number of writes were acknowledged.
+			require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 100 }, 30*time.Second, 5*time.Millisecond)
+			stop(syscall.SIGKILL)
+			wg.Wait()
+
+			addr2, stop2 := startChild(t, db)
+			defer stop2(syscall.SIGTERM)
+			listURL = "http://" + addr2 + "/api/v1/lists/" + created.Ref
+			found := map[string]bool{}
+			cursor := ""
+			for {
+				var page struct {
+					Yaps       []struct{ ID string }
+					NextCursor *string
+				}
+				doJSON(t, "GET", listURL+"/yaps?limit=200&cursor="+cursor, created.OwnerCode, "", http.StatusOK, &page)
+				for _, y := range page.Yaps {
+					found[y.ID] = true
+				}
+				if page.NextCursor == nil {
+					break
+				}
+				cursor = *page.NextCursor
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range acked {
+				require.True(t, found[id], "acknowledged yap %s lost after SIGKILL", id)
+			}
+
+			// The list document holds them too: the projection and the
+			// document never disagree after a crash.
+			req, _ := http.NewRequest("GET", listURL+"/snapshot", nil)
+			req.Header.Set("Authorization", "Bearer "+created.OwnerCode)
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			snap, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			require.NoError(t, err)
+			for _, id := range acked {
+				require.True(t, bytes.Contains(snap, []byte(id)), "acknowledged yap %s missing from the document", id)
+			}
+			t.Logf("%d acknowledged writes survived SIGKILL", len(acked))
+		})
+	}
+}
+
+// settings are the parsed fields of Main a flag test compares.
+type settings struct{ ListenAddr, DB, Prefix, RateLimit, Redis, PublicURL string }
+
+func startMain(t *testing.T, args ...string) *Main {
+	t.Helper()
+	m := NewMain(io.Discard)
+	require.NoError(t, m.ParseFlags(args, func(string) string { return "" }))
+	require.NoError(t, m.Run(context.Background()))
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// startChild runs this test binary as `yaps serve` on a free port and waits
+// until it answers /healthz. stop sends a signal and waits for the exit.
+func startChild(t *testing.T, db string) (addr string, stop func(os.Signal)) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--db", db, "--rate-limit", "off")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	var once sync.Once
+	stop = func(sig os.Signal) {
+		once.Do(func() {
+			_ = cmd.Process.Signal(sig)
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(func() { stop(syscall.SIGKILL) })
+
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "child server did not start")
+	// "yaps listening on http://ADDR/api/v1"
+	fields := strings.Fields(line)
+	require.NotEmpty(t, fields)
+	addr = strings.TrimPrefix(fields[len(fields)-1], "http://")
+	addr = strings.TrimSuffix(addr, "/api/v1")
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	require.Eventually(t, func() bool {
+		res, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond)
+	return addr, stop
+}
+
+func doJSON(t *testing.T, method, url, code, body string, wantStatus int, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	if code != "" {
+		req.Header.Set("Authorization", "Bearer "+code)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, wantStatus, res.StatusCode, "%s %s: %s", method, url, raw)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
+	}
+}

@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// CORS lets browser apps on the given origins call the API. Codes travel as
+// bearer tokens, never cookies, so no credentials mode is offered and a
+// cross-origin page can do nothing without a code. "*" allows every origin.
+// With no origins, next is returned unchanged (same-origin only).
+//
+// Wrap the whole mux (not only the API) so preflight requests for every
+// route are answered: mux.Handle would otherwise send OPTIONS to the API's
+// 405 handler.
+func CORS(origins []string, next http.Handler) http.Handler {
+	if len(origins) == 0 {
+		return next
+	}
+	any := slices.Contains(origins, "*")
+	allowed := func(origin string) bool {
+		return any || slices.ContainsFunc(origins, func(o string) bool { return strings.EqualFold(o, origin) })
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !allowed(origin) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Allow-Origin", origin)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
+			h.Set("Access-Control-Allow-Headers", corsRequestHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.Set("Access-Control-Expose-Headers", corsExposedHeaders)
+		next.ServeHTTP(w, r)
+	})
+}
+
+const (
+	corsRequestHeaders = "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, X-Account-Key"
+	corsExposedHeaders = "ETag, Location, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Idempotent-Replayed"
+)

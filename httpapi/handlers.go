@@ -1,0 +1,692 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// rawOut is the output of every operation: the handlers render the body
+// themselves so that idempotent replays are byte-for-byte and every error
+// has the Problem shape.
+type rawOut struct {
+	Status      int
+	ContentType string `header:"Content-Type" hidden:"true"`
+	ETag        string `header:"ETag" hidden:"true"`
+	Body        []byte
+}
+
+func noContent() *rawOut { return &rawOut{Status: http.StatusNoContent} }
+
+// replayOut writes a stored idempotent answer back verbatim.
+func (st *reqState) replayOut(rec *yaps.IdempotencyRecord) *rawOut {
+	st.header().Set("Idempotent-Replayed", "true")
+	status := rec.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	ct := "application/json"
+	if status >= 400 {
+		ct = problemMediaType
+	}
+	return &rawOut{Status: status, ContentType: ct, Body: rec.Body}
+}
+
+// Inputs. Only path parameters go through Huma; query parameters, headers
+// and bodies are read by the handlers after authentication, so the order
+// of checks of RULINGS R3 holds (404, 401, 403, then 400).
+
+type noInput struct{}
+
+type refInput struct {
+	Ref string `path:"ref" doc:"List reference"`
+}
+
+type yapInput struct {
+	Ref   string `path:"ref" doc:"List reference"`
+	YapID string `path:"yapId" doc:"Yap id"`
+}
+
+type permInput struct {
+	Ref          string `path:"ref" doc:"List reference"`
+	PermissionID string `path:"permissionId" doc:"Permission id"`
+}
+
+var (
+	writers   = []yaps.Role{yaps.RoleOwner, yaps.RoleEditor, yaps.RoleAgent}
+	editors   = []yaps.Role{yaps.RoleOwner, yaps.RoleEditor}
+	ownerOnly = []yaps.Role{yaps.RoleOwner}
+)
+
+// titleField reads the list title from "title" or its alias "name".
+func titleField(o *object) (yaps.Field[string], error) {
+	t, err := o.text("title", lineText)
+	if err != nil {
+		return t, err
+	}
+	n, err := o.text("name", lineText)
+	if err != nil {
+		return n, err
+	}
+	if t.Present && n.Present && t != n {
+		return t, errInvalid("title and name are the same member; they differ")
+	}
+	if t.Present {
+		return t, nil
+	}
+	return n, nil
+}
+
+// listKindField reads a list kind (plural spellings accepted, RULINGS R2).
+func listKindField(o *object) (yaps.Field[yaps.Kind], error) {
+	f, err := o.text("kind", lineText)
+	if err != nil || !f.Present {
+		return yaps.Field[yaps.Kind]{}, err
+	}
+	if f.Null {
+		return yaps.Field[yaps.Kind]{}, errInvalid("kind must be one of task, note, event")
+	}
+	k, err := yaps.ParseKind(f.Value, true)
+	if err != nil {
+		return yaps.Field[yaps.Kind]{}, err
+	}
+	return yaps.Set(k), nil
+}
+
+func (s *server) createList(ctx context.Context, st *reqState, _ *noInput) *rawOut {
+	acct, acctErr := s.account(st.r)
+	if out := s.limit(ctx, st, yaps.LimitCreateList, acct, nil); out != nil {
+		return out
+	}
+	if acctErr != nil {
+		return st.errorOut(acctErr)
+	}
+	body, err := st.readBody()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	o, err := decodeObject(body, true)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	title, err := titleField(o)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	if title.Null {
+		title = yaps.Field[string]{}
+	}
+	kind, err := listKindField(o)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	if err := o.unknown(); err != nil {
+		return st.errorOut(err)
+	}
+	key, err := st.idempotencyKey()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	in := yaps.CreateListInput{
+		Title:          title,
+		IdempotencyKey: key,
+		RequestHash:    bodyHash(body),
+		ClientIP:       st.ip,
+		Account:        acct,
+	}
+	if kind.Present {
+		in.Kind = yaps.Set(string(kind.Value))
+	}
+	created, err := s.svc.CreateList(ctx, in)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	if created.Replay != nil {
+		return st.replayOut(created.Replay)
+	}
+	b, err := Render(created)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	out := &rawOut{Status: http.StatusCreated, ContentType: "application/json", Body: b}
+	out.ETag = etag(yaps.ListETag(created.List))
+	st.header().Set("Cache-Control", "no-store")
+	return out
+}
+
+func (s *server) getList(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitRead)
+	if out != nil {
+		return out
+	}
+	out = listWithRoleOut(a.List, a.Permission.Role)
+	out.ETag = etag(yaps.ListETag(a.List))
+	return out
+}
+
+func (s *server) patchList(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, editors...)
+	if out != nil {
+		return out
+	}
+	body, err := st.readBody()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	o, err := decodeObject(body, true)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	var p yaps.ListPatch
+	if p.Title, err = titleField(o); err != nil {
+		return st.errorOut(err)
+	}
+	if p.Kind, err = listKindField(o); err != nil {
+		return st.errorOut(err)
+	}
+	if p.ArchivedAt, err = o.time("archivedAt"); err != nil {
+		return st.errorOut(err)
+	}
+	o.ignore("ref", "createdAt", "updatedAt", "rolledUpAt", "docVersion") // read-only members echoed back
+	if err := o.unknown(); err != nil {
+		return st.errorOut(err)
+	}
+	l, err := s.svc.UpdateList(ctx, a, p, st.ifMatch())
+	if err != nil {
+		return st.errorOut(err)
+	}
+	out = listOut(http.StatusOK, l)
+	out.ETag = etag(yaps.ListETag(l))
+	return out
+}
+
+func (s *server) deleteList(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, ownerOnly...)
+	if out != nil {
+		return out
+	}
+	if err := s.svc.ArchiveList(ctx, a); err != nil {
+		return st.errorOut(err)
+	}
+	return noContent()
+}
+
+func (s *server) listYaps(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitRead)
+	if out != nil {
+		return out
+	}
+	q := st.r.URL.Query()
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		return st.errorOut(err)
+	}
+	incl, err := parseBool("includeDeleted", q.Get("includeDeleted"))
+	if err != nil {
+		return st.errorOut(err)
+	}
+	cursor := q.Get("cursor")
+	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
+		return st.errorOut(errInvalid("invalid cursor"))
+	}
+	page, err := s.svc.ListYaps(ctx, a, cursor, limit, incl)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	return yapPageOut(st, page)
+}
+
+func (s *server) getYap(ctx context.Context, st *reqState, in *yapInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitRead)
+	if out != nil {
+		return out
+	}
+	if out := st.requireID(in.YapID, "yap"); out != nil {
+		return out
+	}
+	y, err := s.svc.GetYap(ctx, a, in.YapID)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	out = yapOut(http.StatusOK, y)
+	out.ETag = etag(yaps.YapETag(y))
+	return out
+}
+
+// kindFields names the members of each yap kind (INTERFACE §2.2).
+var kindFields = map[yaps.Kind][]string{
+	yaps.KindTask:  {"content", "status", "priority", "dueAt", "tags"},
+	yaps.KindNote:  {"title", "body", "tags"},
+	yaps.KindEvent: {"title", "startsAt", "endsAt", "location"},
+}
+
+var allYapFields = []string{"content", "status", "priority", "dueAt", "tags", "title", "body", "startsAt", "endsAt", "location"}
+
+// parseYap reads a yap body. For POST (create) kind is the kind of the new
+// yap; for PATCH it is "" unless the body names it. Members of another kind
+// are 400 whenever the kind is known; id, listId, createdAt and updatedAt
+// are server-assigned and ignored (RULINGS R6); any other member is 400.
+func parseYap(o *object, kind yaps.Kind, create bool) (yaps.YapFields, error) {
+	var f yaps.YapFields
+	var err error
+	o.ignore("id", "listId", "createdAt", "updatedAt")
+	kf, err := o.text("kind", lineText)
+	if err != nil {
+		return f, err
+	}
+	if kf.Present {
+		if kf.Null {
+			return f, errInvalid("kind must be one of task, note, event")
+		}
+		k, err := yaps.ParseKind(kf.Value, false)
+		if err != nil {
+			return f, err
+		}
+		if create || kind == "" {
+			kind = k
+		}
+		f.Kind = yaps.Set(k)
+	}
+	if kind != "" {
+		allowed := map[string]bool{}
+		for _, n := range kindFields[kind] {
+			allowed[n] = true
+		}
+		for _, n := range allYapFields {
+			if o.has(n) && !allowed[n] {
+				return f, errInvalid("field %q does not apply to %s yaps", n, kind)
+			}
+		}
+	}
+	if f.Content, err = o.text("content", lineText); err != nil {
+		return f, err
+	}
+	st, err := o.text("status", lineText)
+	if err != nil {
+		return f, err
+	}
+	if st.Present && !st.Null && !yaps.TaskStatus(st.Value).Valid() {
+		return f, errInvalid("status must be one of open, in_progress, done, cancelled")
+	}
+	f.Status = yaps.Field[yaps.TaskStatus]{Present: st.Present, Null: st.Null, Value: yaps.TaskStatus(st.Value)}
+	pr, err := o.text("priority", lineText)
+	if err != nil {
+		return f, err
+	}
+	if pr.Present && !pr.Null && !yaps.Priority(pr.Value).Valid() {
+		return f, errInvalid("priority must be one of low, medium, high, urgent (or null)")
+	}
+	f.Priority = yaps.Field[yaps.Priority]{Present: pr.Present, Null: pr.Null, Value: yaps.Priority(pr.Value)}
+	if f.DueAt, err = o.time("dueAt"); err != nil {
+		return f, err
+	}
+	if f.Tags, err = o.strings("tags"); err != nil {
+		return f, err
+	}
+	if f.Title, err = o.text("title", lineText); err != nil {
+		return f, err
+	}
+	if f.Body, err = o.text("body", multiText); err != nil {
+		return f, err
+	}
+	if f.StartsAt, err = o.time("startsAt"); err != nil {
+		return f, err
+	}
+	if f.EndsAt, err = o.time("endsAt"); err != nil {
+		return f, err
+	}
+	if f.Location, err = o.text("location", lineText); err != nil {
+		return f, err
+	}
+	del, err := o.time("deletedAt")
+	if err != nil {
+		return f, errInvalid("deletedAt can only be null (to restore a deleted yap)")
+	}
+	if del.Present && !del.Null {
+		return f, errInvalid("deletedAt can only be null (to restore a deleted yap); use DELETE to delete")
+	}
+	if !create {
+		f.DeletedAt = del
+	}
+	return f, o.unknown()
+}
+
+func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, writers...)
+	if out != nil {
+		return out
+	}
+	if out := st.requireWritable(a); out != nil {
+		return out
+	}
+	body, err := st.readBody()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	o, err := decodeObject(body, false)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	kind := a.List.Kind
+	if kind == "" {
+		kind = yaps.KindTask
+	}
+	f, err := parseYap(o, kind, true)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	if f.Kind.Present {
+		kind = f.Kind.Value
+	}
+	key, err := st.idempotencyKey()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	y, replay, err := s.svc.CreateYap(ctx, a, kind, f, key, bodyHash(body))
+	if err != nil {
+		return st.errorOut(err)
+	}
+	if replay != nil {
+		return st.replayOut(replay)
+	}
+	b, err := Render(y)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	out = &rawOut{Status: http.StatusCreated, ContentType: "application/json", Body: b}
+	out.ETag = etag(yaps.YapETag(y))
+	return out
+}
+
+func (s *server) patchYap(ctx context.Context, st *reqState, in *yapInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, writers...)
+	if out != nil {
+		return out
+	}
+	if out := st.requireID(in.YapID, "yap"); out != nil {
+		return out
+	}
+	if out := st.requireWritable(a); out != nil {
+		return out
+	}
+	if out := s.agentScope(ctx, st, a, in.YapID); out != nil {
+		return out
+	}
+	body, err := st.readBody()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	o, err := decodeObject(body, false)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	f, err := parseYap(o, "", false)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	y, err := s.svc.UpdateYap(ctx, a, in.YapID, f, st.ifMatch())
+	if err != nil {
+		return st.errorOut(err)
+	}
+	out = yapOut(http.StatusOK, y)
+	out.ETag = etag(yaps.YapETag(y))
+	return out
+}
+
+// agentScope answers 403 before the body is read when an agent code
+// without yaps:write edits a live yap that is not a task (the scope check
+// comes before the body check, RULINGS R3). Deleted or unknown yaps are
+// left to the service.
+func (s *server) agentScope(ctx context.Context, st *reqState, a *yaps.Actor, id string) *rawOut {
+	if a.Permission.Role != yaps.RoleAgent {
+		return nil
+	}
+	for _, sc := range a.Permission.Scopes {
+		if sc == yaps.ScopeYapsWrite {
+			return nil
+		}
+	}
+	y, err := s.svc.GetYap(ctx, a, id)
+	if err == nil && y.Kind != yaps.KindTask {
+		return st.errorOut(yaps.Errorf(yaps.EFORBIDDEN, "this agent code may write task yaps only (scope tasks:write)"))
+	}
+	return nil
+}
+
+func (s *server) deleteYap(ctx context.Context, st *reqState, in *yapInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, writers...)
+	if out != nil {
+		return out
+	}
+	if out := st.requireID(in.YapID, "yap"); out != nil {
+		return out
+	}
+	if out := st.requireWritable(a); out != nil {
+		return out
+	}
+	if err := s.svc.DeleteYap(ctx, a, in.YapID); err != nil {
+		return st.errorOut(err)
+	}
+	return noContent()
+}
+
+func (s *server) listPermissions(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitRead, ownerOnly...)
+	if out != nil {
+		return out
+	}
+	ps, err := s.svc.Permissions(ctx, a)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	res := Permissions{Permissions: make([]Permission, 0, len(ps))}
+	for _, p := range ps {
+		res.Permissions = append(res.Permissions, renderPermission(p))
+	}
+	return jsonOut(http.StatusOK, res)
+}
+
+func (s *server) issuePermission(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, ownerOnly...)
+	if out != nil {
+		return out
+	}
+	body, err := st.readBody()
+	if err != nil {
+		return st.errorOut(err)
+	}
+	o, err := decodeObject(body, false)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	rf, err := o.text("role", lineText)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	if !rf.Present || rf.Null {
+		return st.errorOut(errInvalid("role is required: one of owner, editor, viewer, agent"))
+	}
+	role := yaps.Role(rf.Value)
+	if !role.Valid() {
+		return st.errorOut(errInvalid("role must be one of owner, editor, viewer, agent"))
+	}
+	lf, err := o.text("label", lineText)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	sf, err := o.strings("scopes")
+	if err != nil {
+		return st.errorOut(err)
+	}
+	var scopes []yaps.Scope
+	if sf.Present && !sf.Null {
+		for _, sc := range sf.Value {
+			if !yaps.Scope(sc).Valid() {
+				return st.errorOut(errInvalid("scopes must be among tasks:write, yaps:write"))
+			}
+			scopes = append(scopes, yaps.Scope(sc))
+		}
+		if len(scopes) > 0 && role != yaps.RoleAgent {
+			return st.errorOut(errInvalid("scopes apply to agent codes only"))
+		}
+	}
+	if err := o.unknown(); err != nil {
+		return st.errorOut(err)
+	}
+	issued, err := s.svc.IssuePermission(ctx, a, role, lf.Value, scopes)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	st.header().Set("Cache-Control", "no-store")
+	return jsonOut(http.StatusCreated, IssuedPermission{Permission: renderPermission(issued.Permission), Code: issued.Code})
+}
+
+func (s *server) revokePermission(ctx context.Context, st *reqState, in *permInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, ownerOnly...)
+	if out != nil {
+		return out
+	}
+	if out := st.requireID(in.PermissionID, "permission"); out != nil {
+		return out
+	}
+	if err := s.svc.RevokePermission(ctx, a, in.PermissionID); err != nil {
+		return st.errorOut(err)
+	}
+	return noContent()
+}
+
+func (s *server) rotateOwner(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation, ownerOnly...)
+	if out != nil {
+		return out
+	}
+	code, err := s.svc.RotateOwner(ctx, a)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	st.header().Set("Cache-Control", "no-store")
+	return jsonOut(http.StatusOK, RotatedOwner{OwnerCode: code})
+}
+
+func (s *server) rollup(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitMutation)
+	if out != nil {
+		return out
+	}
+	if a.Account == nil {
+		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "rollup needs an account credential (X-Account-Key) beside the owner code"))
+	}
+	if out := st.requireRole(a, ownerOnly...); out != nil {
+		return out
+	}
+	merged, err := s.svc.Rollup(ctx, a, a.Account)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	return jsonOut(http.StatusOK, RollupResult{Merged: merged})
+}
+
+func (s *server) snapshot(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitRead)
+	if out != nil {
+		return out
+	}
+	var sv []byte
+	if v := st.r.URL.Query().Get("sv"); v != "" {
+		b, err := decodeB64(v)
+		if err != nil {
+			return st.errorOut(err)
+		}
+		sv = b
+	}
+	data, tag, err := s.svc.Snapshot(ctx, a, sv)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	tag = etag(tag)
+	st.header().Set("Cache-Control", "private, no-cache")
+	if sv == nil && tag != "" && matchesETag(st.r.Header.Get("If-None-Match"), tag) {
+		return &rawOut{Status: http.StatusNotModified, ETag: tag}
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return &rawOut{Status: http.StatusOK, ContentType: "application/octet-stream", ETag: tag, Body: data}
+}
+
+// matchesETag reports whether an If-None-Match header names tag.
+func matchesETag(header, tag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == strings.TrimPrefix(tag, "W/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *server) audit(ctx context.Context, st *reqState, in *refInput) *rawOut {
+	a, out := s.actor(ctx, st, in.Ref, yaps.LimitRead, ownerOnly...)
+	if out != nil {
+		return out
+	}
+	q := st.r.URL.Query()
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		return st.errorOut(err)
+	}
+	cursor := q.Get("cursor")
+	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
+		return st.errorOut(errInvalid("invalid cursor"))
+	}
+	page, err := s.svc.Audit(ctx, a, cursor, limit)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	res := AuditPage{Entries: make([]AuditEntry, 0, len(page.Entries)), NextCursor: cursorPtr(page.NextCursor)}
+	for _, e := range page.Entries {
+		res.Entries = append(res.Entries, renderAudit(e))
+	}
+	return jsonOut(http.StatusOK, res)
+}
+
+func (s *server) createAccount(ctx context.Context, st *reqState, _ *noInput) *rawOut {
+	if out := s.limit(ctx, st, yaps.LimitCreateList, nil, nil); out != nil {
+		return out
+	}
+	acct, key, err := s.svc.CreateAccount(ctx)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	st.header().Set("Cache-Control", "no-store")
+	return jsonOut(http.StatusCreated, CreatedAccount{
+		Account:    Account{ID: acct.ID, CreatedAt: yapsTime(acct)},
+		AccountKey: key,
+	})
+}
+
+func yapsTime(a *yaps.Account) string { return yaps.FormatTime(a.CreatedAt) }
+
+func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *rawOut {
+	acct, acctErr := s.account(st.r)
+	if out := s.limit(ctx, st, yaps.LimitRead, acct, nil); out != nil {
+		return out
+	}
+	if acctErr != nil {
+		return st.errorOut(acctErr)
+	}
+	if acct == nil {
+		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "GET /lists needs an account credential (Authorization: Bearer yak_...)"))
+	}
+	ls, err := s.svc.AccountLists(ctx, acct)
+	if err != nil {
+		return st.errorOut(err)
+	}
+	res := AccountLists{Lists: make([]List, 0, len(ls))}
+	for _, l := range ls {
+		res.Lists = append(res.Lists, renderList(l))
+	}
+	return jsonOut(http.StatusOK, res)
+}

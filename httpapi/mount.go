@@ -1,0 +1,483 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// APIVersion is the version in the OpenAPI document (INTERFACE §9).
+const APIVersion = "1.0.0"
+
+// server holds what the operations need.
+type server struct {
+	svc      *yaps.Service
+	cfg      Config
+	accounts AccountResolver
+	builtin  bool
+	owned    map[string]bool // operation ids registered by this server
+}
+
+// HumaConfig returns the Huma configuration Mount uses for cfg: OpenAPI 3.1
+// at {prefix}/openapi.json, docs at {prefix}/docs, and the permCode bearer
+// security scheme. It does not touch any package-level Huma state.
+func HumaConfig(cfg Config) huma.Config {
+	cfg = cfg.WithDefaults()
+	hc := huma.DefaultConfig("Yaps API", APIVersion)
+	hc.CreateHooks = nil // no $schema members or Link headers in bodies
+	hc.Info.Description = "Anonymous, permission-coded collaborative lists of tasks, notes and events (yaps).\n\n" +
+		"Errors are `application/problem+json` objects carrying both the RFC 9457 members " +
+		"(`type`, `title`, `status`, `detail`, `instance`) and `error: {code, message, retryAfter?}`."
+	server := cfg.Prefix
+	if cfg.PublicURL != "" {
+		server = cfg.PublicURL + cfg.Prefix
+	}
+	hc.Servers = []*huma.Server{{URL: server}}
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"permCode": {
+			Type: "http", Scheme: "bearer", BearerFormat: "yap_<43 base64url characters>",
+			Description: "A permission code of the list: Authorization: Bearer yap_...",
+		},
+		"permCodeQuery": {
+			Type: "apiKey", In: "query", Name: "k",
+			Description: "The permission code as the k query parameter (for links and the WebSocket)",
+		},
+		"accountKey": {
+			Type: "http", Scheme: "bearer", BearerFormat: "yak_<43 base64url characters>",
+			Description: "An account key of the built-in accounts: Authorization: Bearer yak_...",
+		},
+		"accountKeyHeader": {
+			Type: "apiKey", In: "header", Name: "X-Account-Key",
+			Description: "An account key sent beside a list code",
+		},
+	}
+	return hc
+}
+
+// Mount creates the Huma API for the list service under cfg.Prefix on the
+// host mux and registers every operation (Register). Unmatched paths under
+// the prefix answer 404 in the Problem format. It panics on an invalid
+// configuration, like http.ServeMux does on a bad pattern.
+func Mount(mux *http.ServeMux, svc *yaps.Service, cfg Config) huma.API {
+	cfg = cfg.WithDefaults()
+	if _, err := cfg.validate(); err != nil {
+		panic("httpapi: " + err.Error())
+	}
+	api := humago.NewWithPrefix(mux, cfg.Prefix, HumaConfig(cfg))
+	Register(api, svc, cfg)
+	mux.Handle(cfg.Prefix+"/", notFoundHandler(mux, cfg.Prefix))
+	return api
+}
+
+// notFoundHandler answers every unknown path under the prefix: 405 with
+// Allow when the path exists for other methods, else 404, both as Problems.
+func notFoundHandler(mux *http.ServeMux, prefix string) http.Handler {
+	catchAll := prefix + "/"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+			if m == r.Method || (m == http.MethodGet && r.Method == http.MethodHead) {
+				continue
+			}
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != catchAll {
+				allow = append(allow, m)
+			}
+		}
+		k := errorTable[yaps.ENOTFOUND]
+		msg := "no such endpoint: " + r.Method + " " + clip(r.URL.Path, 200)
+		if len(allow) > 0 {
+			k = errorKind{http.StatusMethodNotAllowed, "method_not_allowed"}
+			msg = "method " + r.Method + " is not allowed here; allowed: " + strings.Join(allow, ", ")
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+		}
+		p := problem(k, msg, r.URL.Path, 0)
+		w.Header().Set("Content-Type", problemMediaType)
+		w.WriteHeader(k.Status)
+		_, _ = w.Write(p.marshal())
+	})
+}
+
+// Register registers every operation of the list service on api, which must
+// be built on the humago (net/http) adapter. Paths are relative to the API's
+// prefix. It also installs the API's middleware: client IP resolution, panic
+// recovery (500 internal_error), request logging without secrets, and the
+// rewriting of every error body this package's operations did not write
+// themselves (Huma's validation and parse errors, errors of operations the
+// host adds to the same API) into the Problem format, 422 becoming 400.
+// Only this API is affected; other Huma APIs of the process keep Huma's
+// defaults, and huma.NewError is never touched. It panics on an invalid
+// configuration.
+func Register(api huma.API, svc *yaps.Service, cfg Config) {
+	cfg = cfg.WithDefaults()
+	cfg, err := cfg.validate()
+	if err != nil {
+		panic("httpapi: " + err.Error())
+	}
+	s := &server{svc: svc, cfg: cfg, accounts: cfg.Accounts, owned: map[string]bool{}}
+	if s.accounts == nil {
+		s.accounts = s.builtinAccount
+		s.builtin = true
+	}
+	oapi := api.OpenAPI()
+	if oapi.Components == nil {
+		oapi.Components = &huma.Components{}
+	}
+	if oapi.Components.SecuritySchemes == nil {
+		oapi.Components.SecuritySchemes = map[string]*huma.SecurityScheme{}
+	}
+	if _, ok := oapi.Components.SecuritySchemes["permCode"]; !ok {
+		oapi.Components.SecuritySchemes["permCode"] = &huma.SecurityScheme{Type: "http", Scheme: "bearer"}
+	}
+	api.UseMiddleware(s.middleware)
+	d := &documenter{reg: oapi.Components.Schemas}
+
+	codeSec := []map[string][]string{{"permCode": {}}, {"permCodeQuery": {}}}
+	acctSec := []map[string][]string{{"accountKey": {}}}
+	if _, ok := oapi.Components.SecuritySchemes["accountKey"]; !ok {
+		acctSec = nil
+	}
+	if _, ok := oapi.Components.SecuritySchemes["permCodeQuery"]; !ok {
+		codeSec = codeSec[:1]
+	}
+
+	tagLists, tagYaps, tagPerms, tagAccounts := []string{"Lists"}, []string{"Yaps"}, []string{"Permissions"}, []string{"Accounts"}
+	readErrs := []int{400, 401, 404, 429, 500}
+	writeErrs := []int{400, 401, 403, 404, 413, 429, 500}
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "createList", Method: http.MethodPost, Path: "/lists", Tags: tagLists,
+		Summary: "Create a list",
+		Description: "Creates an anonymous list. No credential is needed; the owner code is returned once. " +
+			"An empty body creates a task list without a title. Honours Idempotency-Key.",
+		RequestBody: d.body(CreateListRequest{}, false),
+		Parameters:  []*huma.Param{paramIdempotency},
+	}, http.StatusCreated, CreatedList{}, 400, 401, 413, 429, 500), s.createList)
+
+	if s.builtin {
+		handle(s, api, d.op(huma.Operation{
+			OperationID: "createAccount", Method: http.MethodPost, Path: "/accounts", Tags: tagAccounts,
+			Summary:     "Create an account",
+			Description: "Creates a built-in account and returns its key (yak_...) once. Send it as Authorization: Bearer on account routes or as X-Account-Key beside a list code.",
+		}, http.StatusCreated, CreatedAccount{}, 429, 500), s.createAccount)
+	}
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "accountLists", Method: http.MethodGet, Path: "/lists", Tags: tagAccounts,
+		Summary:     "List an account's lists",
+		Description: "Returns the lists rolled up into the account of the credential. Without an account credential: 401.",
+		Security:    acctSec,
+	}, http.StatusOK, AccountLists{}, 401, 429, 500), s.accountLists)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "getList", Method: http.MethodGet, Path: "/lists/{ref}", Tags: tagLists,
+		Summary: "Get a list and the caller's role", Security: codeSec,
+	}, http.StatusOK, ListWithRole{}, readErrs...), s.getList)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "updateList", Method: http.MethodPatch, Path: "/lists/{ref}", Tags: tagLists,
+		Summary:     "Update a list (owner, editor)",
+		Description: "Merge patch of title (alias name), kind and archivedAt; archivedAt null unarchives. If-Match guards against lost updates (412).",
+		Security:    codeSec, RequestBody: d.body(PatchListRequest{}, false),
+		Parameters: []*huma.Param{paramIfMatch},
+	}, http.StatusOK, List{}, append(writeErrs, 412)...), s.patchList)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "archiveList", Method: http.MethodDelete, Path: "/lists/{ref}", Tags: tagLists,
+		Summary: "Archive a list (owner)", Description: "Sets archivedAt; idempotent.", Security: codeSec,
+	}, http.StatusNoContent, nil, 401, 403, 404, 429, 500), s.deleteList)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "listYaps", Method: http.MethodGet, Path: "/lists/{ref}/yaps", Tags: tagYaps,
+		Summary:     "List yaps",
+		Description: "Yaps in chronological order (createdAt, then id), paged by cursor. Soft-deleted yaps are left out unless includeDeleted=true.",
+		Security:    codeSec,
+		Parameters:  []*huma.Param{paramCursor, paramLimit, paramIncludeDeleted},
+	}, http.StatusOK, YapPage{}, readErrs...), s.listYaps)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "createYap", Method: http.MethodPost, Path: "/lists/{ref}/yaps", Tags: tagYaps,
+		Summary:     "Create a yap (owner, editor, agent by scope)",
+		Description: "The body is a yap of one kind (default: the list's kind) with that kind's members only; id, listId, createdAt and updatedAt are assigned by the server. Honours Idempotency-Key.",
+		Security:    codeSec, RequestBody: d.body(YapRequest{}, true),
+		Parameters: []*huma.Param{paramIdempotency},
+	}, http.StatusCreated, yapSchema, writeErrs...), s.createYap)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "getYap", Method: http.MethodGet, Path: "/lists/{ref}/yaps/{yapId}", Tags: tagYaps,
+		Summary: "Get a yap", Security: codeSec,
+	}, http.StatusOK, yapSchema, readErrs...), s.getYap)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "updateYap", Method: http.MethodPatch, Path: "/lists/{ref}/yaps/{yapId}", Tags: tagYaps,
+		Summary:     "Update or restore a yap (owner, editor, agent by scope)",
+		Description: "JSON merge patch: absent members stay, null clears an optional member, deletedAt: null restores a soft-deleted yap within 30 days. kind cannot change. If-Match guards against lost updates (412).",
+		Security:    codeSec, RequestBody: d.body(YapRequest{}, true),
+		Parameters: []*huma.Param{paramIfMatch},
+	}, http.StatusOK, yapSchema, append(writeErrs, 412)...), s.patchYap)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "deleteYap", Method: http.MethodDelete, Path: "/lists/{ref}/yaps/{yapId}", Tags: tagYaps,
+		Summary: "Soft-delete a yap (owner, editor, agent by scope)", Security: codeSec,
+	}, http.StatusNoContent, nil, 401, 403, 404, 429, 500), s.deleteYap)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "listPermissions", Method: http.MethodGet, Path: "/lists/{ref}/permissions", Tags: tagPerms,
+		Summary: "List active permissions (owner)", Security: codeSec,
+	}, http.StatusOK, Permissions{}, 401, 403, 404, 429, 500), s.listPermissions)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "issuePermission", Method: http.MethodPost, Path: "/lists/{ref}/permissions", Tags: tagPerms,
+		Summary:     "Issue a permission code (owner)",
+		Description: "Returns the new code once. Agent codes take scopes (tasks:write, the default, or yaps:write).",
+		Security:    codeSec, RequestBody: d.body(IssuePermissionRequest{}, true),
+	}, http.StatusCreated, IssuedPermission{}, writeErrs...), s.issuePermission)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "revokePermission", Method: http.MethodDelete, Path: "/lists/{ref}/permissions/{permissionId}", Tags: tagPerms,
+		Summary: "Revoke a permission code (owner)", Description: "The last owner code cannot be revoked (403); rotate it instead.",
+		Security: codeSec,
+	}, http.StatusNoContent, nil, 401, 403, 404, 429, 500), s.revokePermission)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "rotateOwner", Method: http.MethodPost, Path: "/lists/{ref}/permissions/rotate-owner", Tags: tagPerms,
+		Summary: "Rotate the owner code (owner)", Description: "The calling owner code stops working; the new one is returned once.",
+		Security: codeSec,
+	}, http.StatusOK, RotatedOwner{}, 401, 403, 404, 429, 500), s.rotateOwner)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "rollup", Method: http.MethodPost, Path: "/lists/{ref}/rollup", Tags: tagAccounts,
+		Summary:     "Roll a list up into an account (owner code + account credential)",
+		Description: "merged is true when the list moved into the account, false when it already was there; a list in another account is 403.",
+		Security:    []map[string][]string{{"permCode": {}, "accountKeyHeader": {}}},
+		Parameters:  []*huma.Param{paramAccountKey},
+	}, http.StatusOK, RollupResult{}, 401, 403, 404, 429, 500), s.rollup)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "snapshot", Method: http.MethodGet, Path: "/lists/{ref}/snapshot", Tags: tagLists,
+		Summary:     "Download the list document",
+		Description: "Y.encodeStateAsUpdate of the list's Yjs document (update format v1), or with sv only the part missing from that state vector.",
+		Security:    codeSec,
+		Parameters:  []*huma.Param{paramSV},
+	}, http.StatusOK, binarySchema, readErrs...), s.snapshot)
+
+	handle(s, api, d.op(huma.Operation{
+		OperationID: "audit", Method: http.MethodGet, Path: "/lists/{ref}/audit", Tags: tagLists,
+		Summary: "Read the audit log (owner)", Security: codeSec,
+		Parameters: []*huma.Param{paramCursor, paramLimit},
+	}, http.StatusOK, AuditPage{}, 400, 401, 403, 404, 429, 500), s.audit)
+
+	// The WebSocket endpoint is served by package sync; it is described
+	// here so the document lists every endpoint (no route is added).
+	if oapi.Paths["/lists/{ref}/sync"] == nil {
+		oapi.AddOperation(&huma.Operation{
+			OperationID: "sync", Method: http.MethodGet, Path: "/lists/{ref}/sync", Tags: tagLists,
+			Summary: "Sync the list document over a WebSocket (y-websocket protocol)",
+			Description: "Upgrades to a WebSocket speaking the y-websocket protocol (sync, awareness, auth, query-awareness). " +
+				"The permission code goes in k. Viewer and non-writing agent connections are read-only. " +
+				"A bad or revoked code is refused before the upgrade with 401, an unknown ref with 404.",
+			Parameters: []*huma.Param{
+				{Name: "ref", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}},
+				{Name: "k", In: "query", Required: true, Description: "Permission code", Schema: &huma.Schema{Type: "string"}},
+			},
+			Responses: map[string]*huma.Response{
+				"101": {Description: "Switching Protocols"},
+				"401": {Description: "Unauthorized", Content: map[string]*huma.MediaType{problemMediaType: {Schema: d.reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")}}},
+				"404": {Description: "Not Found", Content: map[string]*huma.MediaType{problemMediaType: {Schema: d.reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")}}},
+			},
+		})
+	}
+
+	if reg := oapi.Components.Schemas; reg != nil {
+		if page := reg.Map()["YapPage"]; page != nil && page.Properties["yaps"] != nil {
+			page.Properties["yaps"].Items = yapSchema.s(reg)
+		}
+	}
+
+	// Bodiless answers have no content in the document.
+	for _, path := range oapi.Paths {
+		for _, op := range []*huma.Operation{path.Get, path.Post, path.Patch, path.Delete} {
+			if op != nil && s.owns(op.OperationID) {
+				if r := op.Responses["204"]; r != nil {
+					r.Content = nil
+				}
+			}
+		}
+	}
+}
+
+func (s *server) owns(id string) bool { return s.owned[id] }
+
+// handle registers one operation whose handler renders its own answer.
+func handle[I any](s *server, api huma.API, op huma.Operation, fn func(context.Context, *reqState, *I) *rawOut) {
+	s.owned[op.OperationID] = true
+	// The request body is documented only after registration: given to
+	// Huma, it would read and schema-validate the body before the handler
+	// could authenticate (RULINGS R3 order).
+	rb := op.RequestBody
+	op.RequestBody = nil
+	defer func() {
+		if rb == nil {
+			return
+		}
+		if pi := api.OpenAPI().Paths[op.Path]; pi != nil {
+			for _, o := range []*huma.Operation{pi.Get, pi.Post, pi.Put, pi.Patch, pi.Delete} {
+				if o != nil && o.OperationID == op.OperationID {
+					o.RequestBody = rb
+				}
+			}
+		}
+	}()
+	huma.Register(api, op, func(ctx context.Context, in *I) (*rawOut, error) {
+		st := stateFrom(ctx)
+		if st == nil {
+			return nil, huma.Error500InternalServerError("httpapi: the API must use the humago adapter")
+		}
+		out := fn(ctx, st, in)
+		st.own = true
+		if out == nil {
+			out = noContent()
+		}
+		return out, nil
+	})
+}
+
+// documenter fills in the OpenAPI description of operations whose inputs
+// and outputs are read and written by hand.
+type documenter struct{ reg huma.Registry }
+
+type schemaRef struct {
+	s      func(huma.Registry) *huma.Schema
+	binary bool
+}
+
+var (
+	yapSchema = schemaRef{s: func(r huma.Registry) *huma.Schema {
+		t := r.Schema(reflect.TypeOf(TaskYap{}), true, "TaskYap")
+		n := r.Schema(reflect.TypeOf(NoteYap{}), true, "NoteYap")
+		e := r.Schema(reflect.TypeOf(EventYap{}), true, "EventYap")
+		return &huma.Schema{
+			OneOf: []*huma.Schema{t, n, e},
+			Discriminator: &huma.Discriminator{PropertyName: "kind", Mapping: map[string]string{
+				"task": t.Ref, "note": n.Ref, "event": e.Ref,
+			}},
+		}
+	}}
+	binarySchema = schemaRef{s: func(huma.Registry) *huma.Schema {
+		return &huma.Schema{Type: "string", Format: "binary"}
+	}, binary: true}
+)
+
+func (d *documenter) schema(v any) *huma.Schema {
+	if sr, ok := v.(schemaRef); ok {
+		return sr.s(d.reg)
+	}
+	t := reflect.TypeOf(v)
+	return d.reg.Schema(t, true, t.Name())
+}
+
+func (d *documenter) body(v any, required bool) *huma.RequestBody {
+	return &huma.RequestBody{
+		Required: required,
+		Content:  map[string]*huma.MediaType{"application/json": {Schema: d.schema(v)}},
+	}
+}
+
+// op documents the success answer and the error answers of an operation.
+func (d *documenter) op(op huma.Operation, success int, body any, errs ...int) huma.Operation {
+	op.DefaultStatus = success
+	op.Responses = map[string]*huma.Response{}
+	r := &huma.Response{Description: http.StatusText(success)}
+	if body != nil {
+		ct := "application/json"
+		if sr, ok := body.(schemaRef); ok && sr.binary {
+			ct = "application/octet-stream"
+			r.Headers = map[string]*huma.Param{"ETag": {Description: "Entity tag of the document state", Schema: &huma.Schema{Type: "string"}}}
+		}
+		r.Content = map[string]*huma.MediaType{ct: {Schema: d.schema(body)}}
+	}
+	if strings.Contains(op.OperationID, "List") || strings.Contains(op.OperationID, "Yap") {
+		if success != http.StatusNoContent && op.OperationID != "listYaps" && op.OperationID != "accountLists" {
+			if r.Headers == nil {
+				r.Headers = map[string]*huma.Param{}
+			}
+			r.Headers["ETag"] = &huma.Param{Description: "Entity tag; send it back in If-Match", Schema: &huma.Schema{Type: "string"}}
+		}
+	}
+	op.Responses[strconv.Itoa(success)] = r
+	problemSchema := d.reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")
+	for _, code := range errs {
+		er := &huma.Response{
+			Description: http.StatusText(code),
+			Content:     map[string]*huma.MediaType{problemMediaType: {Schema: problemSchema}},
+		}
+		if code == http.StatusTooManyRequests {
+			er.Headers = map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait", Schema: &huma.Schema{Type: "integer"}}}
+		}
+		op.Responses[strconv.Itoa(code)] = er
+	}
+	return op
+}
+
+// Manually documented parameters (read by the handlers, not by Huma, so that
+// they are validated after authentication).
+var (
+	one, twoHundred     = 1.0, 200.0
+	paramCursor         = &huma.Param{Name: "cursor", In: "query", Description: "Opaque cursor: the nextCursor of the previous page", Schema: &huma.Schema{Type: "string"}}
+	paramLimit          = &huma.Param{Name: "limit", In: "query", Description: "Page size, 1 to 200", Schema: &huma.Schema{Type: "integer", Minimum: &one, Maximum: &twoHundred, Default: 50}}
+	paramIncludeDeleted = &huma.Param{Name: "includeDeleted", In: "query", Description: "Include soft-deleted yaps", Schema: &huma.Schema{Type: "boolean", Default: false}}
+	paramSV             = &huma.Param{Name: "sv", In: "query", Description: "Yjs state vector, base64 (standard or URL-safe alphabet, padding optional)", Schema: &huma.Schema{Type: "string"}}
+	paramIdempotency    = &huma.Param{Name: "Idempotency-Key", In: "header", Description: "A retry with the same key and body replays the first answer", Schema: &huma.Schema{Type: "string", MaxLength: intPtr(255)}}
+	paramIfMatch        = &huma.Param{Name: "If-Match", In: "header", Description: "ETag the change is based on; 412 precondition_failed if it no longer matches", Schema: &huma.Schema{Type: "string"}}
+	paramAccountKey     = &huma.Param{Name: "X-Account-Key", In: "header", Description: "Account key (yak_...) of the account to roll the list into", Schema: &huma.Schema{Type: "string"}}
+)
+
+func intPtr(n int) *int { return &n }
+
+// Request bodies, for the OpenAPI document only (the handlers parse bodies
+// themselves so that absent and null differ).
+
+// CreateListRequest is the body of POST /lists.
+type CreateListRequest struct {
+	Title string `json:"title,omitempty" maxLength:"200" doc:"Display title"`
+	Name  string `json:"name,omitempty" maxLength:"200" doc:"Alias of title"`
+	Kind  string `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events" doc:"List kind; plural spellings accepted and stored singular; default task"`
+}
+
+// PatchListRequest is the body of PATCH /lists/{ref}.
+type PatchListRequest struct {
+	Title      string  `json:"title,omitempty" maxLength:"200"`
+	Name       string  `json:"name,omitempty" maxLength:"200" doc:"Alias of title"`
+	Kind       string  `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events"`
+	ArchivedAt *string `json:"archivedAt,omitempty" format:"date-time" nullable:"true" doc:"A date-time archives the list, null unarchives it"`
+}
+
+// YapRequest is the body of POST and PATCH on yaps: the members of one kind.
+type YapRequest struct {
+	Kind      string   `json:"kind,omitempty" enum:"task,note,event" doc:"Default on POST: the list's kind; cannot change on PATCH"`
+	Content   string   `json:"content,omitempty" maxLength:"1000" doc:"task (required on POST): one line"`
+	Status    string   `json:"status,omitempty" enum:"open,in_progress,done,cancelled" doc:"task (required on POST)"`
+	Priority  *string  `json:"priority,omitempty" enum:"low,medium,high,urgent" nullable:"true" doc:"task"`
+	DueAt     *string  `json:"dueAt,omitempty" format:"date-time" nullable:"true" doc:"task"`
+	Tags      []string `json:"tags,omitempty" maxItems:"50" doc:"task, note"`
+	Title     *string  `json:"title,omitempty" maxLength:"1000" nullable:"true" doc:"note (optional), event (required on POST)"`
+	Body      string   `json:"body,omitempty" maxLength:"100000" doc:"note (required on POST)"`
+	StartsAt  string   `json:"startsAt,omitempty" format:"date-time" doc:"event (required on POST)"`
+	EndsAt    *string  `json:"endsAt,omitempty" format:"date-time" nullable:"true" doc:"event"`
+	Location  *string  `json:"location,omitempty" maxLength:"1000" nullable:"true" doc:"event"`
+	DeletedAt *string  `json:"deletedAt,omitempty" nullable:"true" doc:"PATCH only: null restores a soft-deleted yap"`
+}
+
+// IssuePermissionRequest is the body of POST /lists/{ref}/permissions.
+type IssuePermissionRequest struct {
+	Role   string   `json:"role" enum:"owner,editor,viewer,agent"`
+	Label  string   `json:"label,omitempty" maxLength:"200"`
+	Scopes []string `json:"scopes,omitempty" enum:"tasks:write,yaps:write" doc:"Agent codes only; default tasks:write"`
+}

@@ -1,0 +1,294 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// readBody reads the request body, at most cfg.MaxBodyBytes of it. An
+// oversized body is ETOOLARGE (413 payload_too_large).
+func (st *reqState) readBody() ([]byte, error) {
+	if st.r.Body == nil || st.r.Body == http.NoBody {
+		return nil, nil
+	}
+	max := st.cfg.MaxBodyBytes
+	if st.r.ContentLength > max {
+		return nil, yaps.Errorf(yaps.ETOOLARGE, "request body exceeds %d bytes", max)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(st.w, st.r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, yaps.Errorf(yaps.ETOOLARGE, "request body exceeds %d bytes", max)
+		}
+		return nil, errInvalid("could not read the request body: %v", err)
+	}
+	return b, nil
+}
+
+// bodyHash is the SHA-256 of a request body, for idempotency.
+func bodyHash(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:]
+}
+
+// object is a decoded JSON object body whose members are consumed one by
+// one, so absent, null and present are told apart (merge patch) and members
+// nobody asked for are reported as unknown.
+type object struct {
+	m    map[string]json.RawMessage
+	used map[string]bool
+}
+
+// decodeObject parses body as one JSON object. An empty body (or only
+// whitespace) yields an empty object when allowEmpty, else 400.
+func decodeObject(body []byte, allowEmpty bool) (*object, error) {
+	o := &object{m: map[string]json.RawMessage{}, used: map[string]bool{}}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		if allowEmpty {
+			return o, nil
+		}
+		return nil, errInvalid("a JSON object body is required")
+	}
+	if !utf8.Valid(trimmed) {
+		return nil, errInvalid("the request body is not valid UTF-8")
+	}
+	if trimmed[0] != '{' {
+		if allowEmpty && string(trimmed) == "null" {
+			return o, nil
+		}
+		return nil, errInvalid("the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(&o.m); err != nil {
+		return nil, errInvalid("malformed JSON: %s", jsonErrText(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errInvalid("malformed JSON: unexpected data after the object")
+	}
+	if o.m == nil {
+		o.m = map[string]json.RawMessage{}
+	}
+	return o, nil
+}
+
+func jsonErrText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return se.Error() + " at offset " + strconv.FormatInt(se.Offset, 10)
+	}
+	var ue *json.UnmarshalTypeError
+	if errors.As(err, &ue) {
+		return "unexpected " + ue.Value
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return "invalid JSON"
+}
+
+// has reports whether the member is present (null included).
+func (o *object) has(name string) bool {
+	_, ok := o.m[name]
+	return ok
+}
+
+// ignore consumes members whose values are ignored (server-assigned).
+func (o *object) ignore(names ...string) {
+	for _, n := range names {
+		o.used[n] = true
+	}
+}
+
+// unknown returns a 400 naming the members nobody consumed, or nil.
+func (o *object) unknown() error {
+	var extra []string
+	for k := range o.m {
+		if !o.used[k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	sort.Strings(extra)
+	for i, e := range extra {
+		extra[i] = strconv.Quote(clip(e, 40))
+	}
+	if len(extra) > 5 {
+		extra = append(extra[:5], "…")
+	}
+	return errInvalid("unknown field(s): %s", strings.Join(extra, ", "))
+}
+
+func (o *object) raw(name string) (json.RawMessage, bool) {
+	o.used[name] = true
+	v, ok := o.m[name]
+	return v, ok
+}
+
+func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// text reads a string member. mode says which control characters are
+// allowed: lineText allows none but tab, multiText also CR and LF.
+func (o *object) text(name string, mode textMode) (yaps.Field[string], error) {
+	v, ok := o.raw(name)
+	if !ok {
+		return yaps.Field[string]{}, nil
+	}
+	if isNull(v) {
+		return yaps.Null[string](), nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return yaps.Field[string]{}, errInvalid("%s must be a string", name)
+	}
+	if err := checkText(name, s, mode); err != nil {
+		return yaps.Field[string]{}, err
+	}
+	return yaps.Set(s), nil
+}
+
+// time reads an RFC 3339 date-time member.
+func (o *object) time(name string) (yaps.Field[time.Time], error) {
+	f, err := o.text(name, lineText)
+	if err != nil || !f.Present || f.Null {
+		return yaps.Field[time.Time]{Present: f.Present, Null: f.Null}, err
+	}
+	t, err := yaps.ParseTime(name, f.Value)
+	if err != nil {
+		return yaps.Field[time.Time]{}, err
+	}
+	return yaps.Set(t), nil
+}
+
+// strings reads an array-of-strings member.
+func (o *object) strings(name string) (yaps.Field[[]string], error) {
+	v, ok := o.raw(name)
+	if !ok {
+		return yaps.Field[[]string]{}, nil
+	}
+	if isNull(v) {
+		return yaps.Null[[]string](), nil
+	}
+	var ss []string
+	if err := json.Unmarshal(v, &ss); err != nil {
+		return yaps.Field[[]string]{}, errInvalid("%s must be an array of strings", name)
+	}
+	if ss == nil {
+		ss = []string{}
+	}
+	for _, s := range ss {
+		if err := checkText(name, s, lineText); err != nil {
+			return yaps.Field[[]string]{}, err
+		}
+	}
+	return yaps.Set(ss), nil
+}
+
+type textMode int
+
+const (
+	lineText  textMode = iota // one line: no control characters except tab
+	multiText                 // CR, LF and tab allowed
+)
+
+// checkText rejects NUL and other control characters that have no business
+// in the field (RULINGS R3: multi-line task content is 400).
+func checkText(name, s string, mode textMode) error {
+	if !utf8.ValidString(s) {
+		return errInvalid("%s is not valid UTF-8", name)
+	}
+	for _, r := range s {
+		switch {
+		case r == '\t':
+		case r == '\n' || r == '\r':
+			if mode != multiText {
+				return errInvalid("%s must be a single line (no CR or LF)", name)
+			}
+		case r < 0x20 || r == 0x7f:
+			return errInvalid("%s must not contain control characters", name)
+		}
+	}
+	return nil
+}
+
+// query parameters
+
+// parseLimit parses limit: "" is 0 (the service default, 50), else 1..200.
+func parseLimit(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 200 {
+		return 0, errInvalid("limit must be an integer from 1 to 200")
+	}
+	return n, nil
+}
+
+// parseBool parses a boolean query parameter; "" is false.
+func parseBool(name, s string) (bool, error) {
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, errInvalid("%s must be true or false", name)
+	}
+	return b, nil
+}
+
+// decodeB64 decodes base64 in the standard or URL-safe alphabet, padded or
+// not (the snapshot's sv parameter, RULINGS R9).
+func decodeB64(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	s = strings.TrimRight(s, "=")
+	s = strings.NewReplacer("-", "+", "_", "/", " ", "+").Replace(s)
+	b, err := base64.RawStdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errInvalid("sv must be base64 (standard or URL-safe alphabet)")
+	}
+	return b, nil
+}
+
+// idempotencyKey reads the Idempotency-Key header: at most 255 visible
+// ASCII characters.
+func (st *reqState) idempotencyKey() (string, error) {
+	k := strings.TrimSpace(st.r.Header.Get("Idempotency-Key"))
+	if k == "" {
+		return "", nil
+	}
+	if len(k) > 255 {
+		return "", errInvalid("Idempotency-Key must be at most 255 characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", errInvalid("Idempotency-Key must be visible ASCII")
+		}
+	}
+	return k, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

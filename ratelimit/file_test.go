@@ -1,0 +1,110 @@
+package ratelimit_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/ratelimit"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "limits.json")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func TestLoadFile(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `{
+		"create_list": {
+			"anonymous": [{"limit": 30, "period": "1h"}, {"limit": 200, "period": "1d"}]
+		},
+		"mutation": {"authenticated": [{"limit": 1000, "period": "90s"}]},
+		"read": {}
+	}`)
+	cfg, err := ratelimit.LoadFile(path)
+	require.NoError(t, err)
+	got := cfg.WithDefaults().Limits
+	def := ratelimit.DefaultLimits()
+	require.Equal(t, []ratelimit.Window{{Limit: 30, Period: time.Hour}, {Limit: 200, Period: 24 * time.Hour}},
+		got[yaps.LimitCreateList][yaps.ClassAnonymous])
+	require.Equal(t, def[yaps.LimitCreateList][yaps.ClassAuthenticated], got[yaps.LimitCreateList][yaps.ClassAuthenticated])
+	require.Equal(t, []ratelimit.Window{{Limit: 1000, Period: 90 * time.Second}}, got[yaps.LimitMutation][yaps.ClassAuthenticated])
+	require.Equal(t, def[yaps.LimitMutation][yaps.ClassAnonymous], got[yaps.LimitMutation][yaps.ClassAnonymous])
+	require.Equal(t, def[yaps.LimitRead], got[yaps.LimitRead])
+
+	l, err := ratelimit.New(cfg)
+	require.NoError(t, err)
+	res := take(t, l, yaps.LimitCreateList, yaps.ClassAnonymous, "ip")
+	require.EqualValues(t, 30, res.Limit)
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"unknown group", `{"writes": {}}`, `unknown group "writes" (want one of create_list, mutation, read)`},
+		{"unknown class", `{"read": {"admin": [{"limit": 1, "period": "1m"}]}}`, `read: unknown class "admin" (want one of anonymous, authenticated)`},
+		{"zero limit", `{"read": {"anonymous": [{"limit": 0, "period": "1m"}]}}`, "read.anonymous: window 0: limit 0 must be positive"},
+		{"negative limit", `{"read": {"anonymous": [{"limit": 5, "period": "1m"}, {"limit": -1, "period": "1h"}]}}`, "read.anonymous: window 1: limit -1 must be positive"},
+		{"zero period", `{"mutation": {"authenticated": [{"limit": 5, "period": "0s"}]}}`, "mutation.authenticated: window 0: period 0s must be positive"},
+		{"negative period", `{"mutation": {"authenticated": [{"limit": 5, "period": "-1m"}]}}`, "period -1m0s must be positive"},
+		{"sub-second period", `{"read": {"anonymous": [{"limit": 5, "period": "10ms"}]}}`, "shorter than 1s"},
+		{"bad period", `{"read": {"anonymous": [{"limit": 5, "period": "hourly"}]}}`, `bad period "hourly"`},
+		{"bad days", `{"read": {"anonymous": [{"limit": 5, "period": "1.5d"}]}}`, `bad period "1.5d"`},
+		{"numeric period", `{"read": {"anonymous": [{"limit": 5, "period": 60}]}}`, "cannot unmarshal number"},
+		{"missing limit", `{"read": {"anonymous": [{"period": "1m"}]}}`, `window 0: missing "limit"`},
+		{"missing period", `{"read": {"anonymous": [{"limit": 1}]}}`, `window 0: missing "period"`},
+		{"unknown field", `{"read": {"anonymous": [{"limit": 1, "period": "1m", "burst": 3}]}}`, `unknown field "burst"`},
+		{"empty windows", `{"read": {"anonymous": []}}`, "read.anonymous: no windows"},
+		{"duplicate period", `{"read": {"anonymous": [{"limit": 1, "period": "60s"}, {"limit": 2, "period": "1m"}]}}`, "appears twice"},
+		{"not an object", `[1, 2]`, "cannot unmarshal array"},
+		{"null", `null`, "got null"},
+		{"syntax", `{"read": `, "unexpected EOF"},
+		{"trailing data", `{} {}`, "trailing data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, tc.content)
+			_, err := ratelimit.LoadFile(path)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, path, "the error names the file")
+		})
+	}
+
+	_, err := ratelimit.LoadFile(filepath.Join(t.TempDir(), "missing.json"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestParseSpec(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "default", " default "} {
+		cfg, err := ratelimit.ParseSpec(s)
+		require.NoError(t, err, "%q", s)
+		require.Equal(t, ratelimit.Config{}, cfg, "%q", s)
+	}
+
+	cfg, err := ratelimit.ParseSpec("off")
+	require.NoError(t, err)
+	require.True(t, cfg.Disabled)
+	l, err := ratelimit.New(cfg)
+	require.NoError(t, err)
+	for range 3 {
+		require.True(t, take(t, l, yaps.LimitCreateList, yaps.ClassAnonymous, "ip").Allowed)
+	}
+
+	path := writeFile(t, `{"read": {"anonymous": [{"limit": 7, "period": "1m"}]}}`)
+	cfg, err = ratelimit.ParseSpec(path)
+	require.NoError(t, err)
+	require.Equal(t, []ratelimit.Window{{Limit: 7, Period: time.Minute}}, cfg.Limits[yaps.LimitRead][yaps.ClassAnonymous])
+
+	_, err = ratelimit.ParseSpec("nope.json")
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

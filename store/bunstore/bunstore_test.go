@@ -1,0 +1,161 @@
+package bunstore_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/store/bunstore"
+	"github.com/yaps-dev/yaps/store/storetest"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+func open(t *testing.T, dsn string) *bunstore.Store {
+	t.Helper()
+	s, err := bunstore.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func TestSQLiteFile(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) yaps.Store {
+		return open(t, "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+	})
+}
+
+func TestSQLiteMemory(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) yaps.Store { return open(t, "sqlite::memory:") })
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	storetest.PostgresDSN(t) // skips early when unconfigured
+	storetest.Run(t, func(t *testing.T) yaps.Store { return open(t, storetest.PostgresDSN(t)) })
+}
+
+// Two stores on one database stand in for two server processes: their
+// writers to one list must still produce one gapless log.
+func TestTwoStoresOneDatabase(t *testing.T) {
+	t.Parallel()
+	t.Run("SQLiteFile", func(t *testing.T) {
+		t.Parallel()
+		testTwoStores(t, "sqlite:"+filepath.Join(t.TempDir(), "shared.db"))
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		testTwoStores(t, storetest.PostgresDSN(t))
+	})
+}
+
+func testTwoStores(t *testing.T, dsn string) {
+	ctx := context.Background()
+	a, b := open(t, dsn), open(t, dsn) // the second Open finds the schema migrated
+	l := &yaps.List{Ref: "shared", Kind: yaps.KindTask, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	require.NoError(t, a.CreateList(ctx, l, nil, []byte("u1"), nil))
+
+	const perStore = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perStore)
+	for i := range 2 * perStore {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			errs <- s.Update(ctx, l.Ref, func(tx yaps.Tx) error {
+				_, err := tx.AppendUpdate(fmt.Appendf(nil, "w%d", i))
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	d, err := b.Doc(ctx, l.Ref, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2*perStore+1), d.LastSeq)
+	require.Len(t, d.Updates, 2*perStore+1)
+	seen := map[string]bool{}
+	for _, u := range d.Updates {
+		require.False(t, seen[string(u)], "update %s stored twice", u)
+		seen[string(u)] = true
+	}
+	got, err := a.List(ctx, l.Ref)
+	require.NoError(t, err)
+	require.Equal(t, d.LastSeq, got.DocVersion)
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{"", "mysql://x", "sqlite:", "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2"} {
+		_, err := bunstore.Open(context.Background(), dsn)
+		require.Error(t, err, dsn)
+		require.NotContains(t, err.Error(), "secret", "DSN passwords stay out of errors")
+	}
+}
+
+func TestPostgresMissingSchema(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	dsn = strings.Replace(dsn, "search_path=yaps_test_", "search_path=nosuch_", 1)
+	_, err := bunstore.Open(context.Background(), dsn)
+	require.ErrorContains(t, err, "search_path")
+}
+
+// Servers starting together on a fresh database migrate it once between
+// them; none fails.
+func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range map[string]func(t *testing.T) string{
+		"SQLiteFile": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "fresh.db") },
+		"Postgres":   func(t *testing.T) string { return storetest.PostgresDSN(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dsn := dsn(t)
+			var wg sync.WaitGroup
+			stores := make([]*bunstore.Store, 4)
+			errs := make([]error, 4)
+			for i := range stores {
+				wg.Go(func() { stores[i], errs[i] = bunstore.Open(context.Background(), dsn) })
+			}
+			wg.Wait()
+			for i, s := range stores {
+				require.NoError(t, errs[i])
+				require.NoError(t, s.CreateAccount(context.Background(), &yaps.Account{ID: fmt.Sprint(i), CreatedAt: time.Now()}))
+				require.NoError(t, s.Close())
+			}
+		})
+	}
+}
+
+// The settings the crash and concurrency guarantees rest on, on every
+// pooled connection.
+func TestSQLitePragmas(t *testing.T) {
+	t.Parallel()
+	s := open(t, "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
+	ctx := context.Background()
+	for range 3 { // several connections at once
+		conn, err := s.DB().DB.Conn(ctx)
+		require.NoError(t, err)
+		defer conn.Close()
+		for pragma, want := range map[string]string{
+			"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000", "cache_size": "-16000",
+		} {
+			var got string
+			require.NoError(t, conn.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got))
+			require.Equal(t, want, got, pragma)
+		}
+	}
+}

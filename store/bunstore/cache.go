@@ -1,0 +1,122 @@
+package bunstore
+
+import (
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// The writer's row cache (SQLite files). Every Update reads the list row
+// and the writer's permission before it writes; on the writer connection
+// both are usually what the previous write of this process left. PRAGMA
+// data_version, read once per write transaction (under the write lock),
+// tells whether any other connection (another process, or this process's
+// pool) committed since: then the cache is dropped. Otherwise a cached row
+// is exactly what the database holds, because this connection's own writes
+// keep the cache in step:
+//
+//   - rows read inside a transaction are cached as read;
+//   - a write that may change a cached row deletes it first, so a write
+//     rolled back later (alone, to its savepoint) leaves no stale entry;
+//   - a successful Update stores the list row it wrote, after its last
+//     statement;
+//   - when a whole transaction rolls back (or its COMMIT fails), the cache
+//     is dropped.
+//
+// Missing rows are never cached.
+
+type cachedList struct {
+	list     yaps.List
+	stateSeq int64
+}
+
+type writerCache struct {
+	version int64
+	lists   map[string]*cachedList
+	perms   map[string]cachedPerm // permission id
+}
+
+type cachedPerm struct {
+	listRef string
+	active  bool
+}
+
+func (c *writerCache) clear() {
+	c.lists, c.perms = nil, nil
+}
+
+// listOK returns a cached list row; c may be nil (no cache).
+func (c *writerCache) listOK(ref string) (yaps.List, int64, bool) {
+	if c == nil {
+		return yaps.List{}, 0, false
+	}
+	e := c.lists[ref]
+	if e == nil {
+		return yaps.List{}, 0, false
+	}
+	return copyList(e.list), e.stateSeq, true
+}
+
+func (c *writerCache) putList(l *yaps.List, stateSeq int64) {
+	if c.lists == nil {
+		c.lists = map[string]*cachedList{}
+	}
+	c.lists[l.Ref] = &cachedList{list: copyList(*l), stateSeq: stateSeq}
+}
+
+func (c *writerCache) perm(id, listRef string) (active, ok bool) {
+	p, ok := c.perms[id]
+	if !ok || p.listRef != listRef {
+		return false, false
+	}
+	return p.active, true
+}
+
+func (c *writerCache) putPerm(id, listRef string, active bool) {
+	if c.perms == nil {
+		c.perms = map[string]cachedPerm{}
+	}
+	c.perms[id] = cachedPerm{listRef: listRef, active: active}
+}
+
+// copyList copies l, pointers included.
+func copyList(l yaps.List) yaps.List {
+	if l.ArchivedAt != nil {
+		a := *l.ArchivedAt
+		l.ArchivedAt = &a
+	}
+	if l.RolledUpAt != nil {
+		r := *l.RolledUpAt
+		l.RolledUpAt = &r
+	}
+	return l
+}
+
+// storedList is l as saveList stores it and scanList reads it back: times
+// at millisecond precision in UTC, created_at unchanged (saveList does not
+// write it) and doc_version set to the log's last seq.
+func storedList(l *yaps.List, createdAt yaps.List, docVersion int64) yaps.List {
+	c := *l
+	c.CreatedAt = createdAt.CreatedAt
+	c.UpdatedAt = fromMs(ms(c.UpdatedAt))
+	c.ArchivedAt = fromNullMs(msPtr(c.ArchivedAt))
+	c.RolledUpAt = fromNullMs(msPtr(c.RolledUpAt))
+	c.DocVersion = docVersion
+	return c
+}
+
+// checkVersion drops the cache when another connection committed since
+// this one last looked. It runs inside the write transaction.
+func (w *writer) checkVersion() error {
+	st, err := w.stmt(sqlDataVersion)
+	if err != nil {
+		return err
+	}
+	var v int64
+	if err := st.QueryRowContext(noCancel).Scan(&v); err != nil {
+		return err
+	}
+	if v != w.cache.version {
+		w.cache.clear()
+		w.cache.version = v
+	}
+	return nil
+}

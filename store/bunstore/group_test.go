@@ -1,0 +1,208 @@
+package bunstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/store/bunstore"
+	"github.com/yaps-dev/yaps/store/storetest"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// Concurrent writers to several lists share SQLite transactions (group
+// commit): a failing or panicking write must leave no trace and must not
+// affect the writes committed with it.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+	const lists, writers, rounds = 6, 24, 30
+	for i := range lists {
+		l := &yaps.List{Ref: fmt.Sprintf("l%d", i), Kind: yaps.KindTask, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		require.NoError(t, s.CreateList(ctx, l, nil, []byte("u1"), nil))
+	}
+	errBoom := errors.New("boom")
+	var (
+		mu   sync.Mutex
+		want = map[string][]string{}
+		wg   sync.WaitGroup
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for r := range rounds {
+				ref := fmt.Sprintf("l%d", (w+r)%lists)
+				data := fmt.Sprintf("w%d.%d", w, r)
+				mode := (w*rounds + r) % 7 // 0: error, 1: panic, else ok
+				var err error
+				func() {
+					defer func() {
+						if p := recover(); p != nil {
+							require.Equal(t, "kaboom", p)
+							err = errBoom
+						}
+					}()
+					err = s.Update(ctx, ref, func(tx yaps.Tx) error {
+						if _, err := tx.AppendUpdate([]byte(data)); err != nil {
+							return err
+						}
+						l := tx.List()
+						l.Title = data
+						if err := tx.SaveList(l); err != nil {
+							return err
+						}
+						switch mode {
+						case 0:
+							return errBoom
+						case 1:
+							panic("kaboom")
+						}
+						return nil
+					})
+				}()
+				if mode <= 1 {
+					require.ErrorIs(t, err, errBoom)
+					continue
+				}
+				require.NoError(t, err)
+				mu.Lock()
+				want[ref] = append(want[ref], data)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for i := range lists {
+		ref := fmt.Sprintf("l%d", i)
+		d, err := s.Doc(ctx, ref, 1)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(want[ref])+1), d.LastSeq)
+		got := map[string]bool{}
+		for _, u := range d.Updates {
+			got[string(u)] = true
+		}
+		require.Len(t, got, len(want[ref]))
+		for _, u := range want[ref] {
+			require.True(t, got[u], "committed update %s of %s missing", u, ref)
+		}
+		l, err := s.List(ctx, ref)
+		require.NoError(t, err)
+		require.Equal(t, d.LastSeq, l.DocVersion)
+		if len(want[ref]) > 0 {
+			require.Contains(t, want[ref], l.Title)
+		}
+	}
+}
+
+// A cancelled context fails the write before anything runs.
+func TestGroupCommitCancelled(t *testing.T) {
+	t.Parallel()
+	s := open(t, "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+	l := &yaps.List{Ref: "l", Kind: yaps.KindTask, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	require.NoError(t, s.CreateList(context.Background(), l, nil, []byte("u1"), nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	err := s.Update(ctx, "l", func(yaps.Tx) error { called = true; return nil })
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, called)
+}
+
+func TestPermissionActive(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range map[string]func(t *testing.T) string{
+		"SQLiteFile":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
+		"SQLiteMemory": func(*testing.T) string { return "sqlite::memory:" },
+		"Postgres":     func(t *testing.T) string { return storetest.PostgresDSN(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := open(t, dsn(t))
+			now := time.Now()
+			for _, ref := range []string{"a", "b"} {
+				l := &yaps.List{Ref: ref, Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
+				p := &yaps.Permission{ID: "p" + ref, Role: yaps.RoleOwner, CreatedAt: now, CodeHash: []byte("h" + ref)}
+				require.NoError(t, s.CreateList(ctx, l, p, nil, nil))
+			}
+			check := func(id string, found, active bool) {
+				t.Helper()
+				require.NoError(t, s.Update(ctx, "a", func(tx yaps.Tx) error {
+					f, a, err := tx.(yaps.PermissionActiveTx).PermissionActive(id)
+					require.NoError(t, err)
+					require.Equal(t, found, f, "found %s", id)
+					require.Equal(t, active, a, "active %s", id)
+					return nil
+				}))
+			}
+			check("pa", true, true)
+			check("pb", false, false) // another list's
+			check("nope", false, false)
+			require.NoError(t, s.Update(ctx, "a", func(tx yaps.Tx) error { return tx.RevokePermission("pa", now) }))
+			check("pa", true, false)
+		})
+	}
+}
+
+// The writer caches the list row and permissions between writes; a write
+// by another connection (another process) must invalidate them.
+func TestWriterCacheSeesOtherWriters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "yaps.db")
+	a, b := open(t, dsn), open(t, dsn)
+	now := time.Now()
+	l := &yaps.List{Ref: "l", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
+	p := &yaps.Permission{ID: "p", Role: yaps.RoleOwner, CreatedAt: now, CodeHash: []byte("h")}
+	require.NoError(t, a.CreateList(ctx, l, p, []byte("u1"), nil))
+	appendAndCheck := func(s interface {
+		Update(context.Context, string, func(yaps.Tx) error) error
+	}, title string, active bool) {
+		t.Helper()
+		require.NoError(t, s.Update(ctx, "l", func(tx yaps.Tx) error {
+			_, act, err := tx.(yaps.PermissionActiveTx).PermissionActive("p")
+			require.NoError(t, err)
+			require.Equal(t, active, act)
+			if _, err := tx.AppendUpdate([]byte(title)); err != nil {
+				return err
+			}
+			l := tx.List()
+			l.Title = title
+			return tx.SaveList(l)
+		}))
+	}
+	appendAndCheck(a, "a1", true)
+	appendAndCheck(a, "a2", true) // cached now
+	appendAndCheck(b, "b1", true)
+	require.NoError(t, b.Update(ctx, "l", func(tx yaps.Tx) error { return tx.RevokePermission("p", now) }))
+	appendAndCheck(a, "a3", false)
+	require.NoError(t, b.CompactDoc(ctx, "l", 3, []byte("state")))
+	appendAndCheck(a, "a4", false)
+	for _, s := range []*bunstore.Store{a, b} {
+		got, err := s.List(ctx, "l")
+		require.NoError(t, err)
+		require.Equal(t, "a4", got.Title)
+		require.EqualValues(t, 6, got.DocVersion)
+		d, err := s.Doc(ctx, "l", 0)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, d.StateSeq)
+		require.Equal(t, [][]byte{[]byte("b1"), []byte("a3"), []byte("a4")}, d.Updates)
+	}
+	// A rolled-back write leaves no trace in the cache.
+	require.Error(t, a.Update(ctx, "l", func(tx yaps.Tx) error {
+		if _, err := tx.AppendUpdate([]byte("x")); err != nil {
+			return err
+		}
+		require.NoError(t, tx.RevokePermission("p", now))
+		return errors.New("no")
+	}))
+	appendAndCheck(a, "a5", false)
+	got, err := b.List(ctx, "l")
+	require.NoError(t, err)
+	require.EqualValues(t, 7, got.DocVersion)
+}

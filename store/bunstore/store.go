@@ -1,0 +1,410 @@
+package bunstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+func notFound(what string) error { return yaps.Errorf(yaps.ENOTFOUND, "%s not found", what) }
+
+// wrap gives a database error context; sql.ErrNoRows becomes ENOTFOUND.
+func wrap(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound(what)
+	}
+	var ye *yaps.Error
+	if errors.As(err, &ye) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("bunstore: %s: %w", what, err)
+}
+
+// insertOnce runs an INSERT ... ON CONFLICT DO NOTHING and turns "no row
+// inserted" into ECONFLICT.
+func (s *Store) insertOnce(ctx context.Context, tx *wtx, what, query string, args ...any) error {
+	res, err := s.exec(ctx, tx, query, args...)
+	if err != nil {
+		return wrap(err, what)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return wrap(err, what)
+	}
+	if n == 0 {
+		return yaps.Errorf(yaps.ECONFLICT, "%s already exists", what)
+	}
+	return nil
+}
+
+// writeTx runs fn in a write transaction: on SQLite under the process's
+// write mutex, on the writer connection with BEGIN IMMEDIATE (see db.go)
+// and committed together with other writes queued meanwhile (group.go),
+// on Postgres in a READ COMMITTED transaction whose callers lock rows as
+// needed.
+func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) (err error) {
+	if s.pg {
+		return s.sqlTx(ctx, ctx, fn)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n := s.sqldb.Stats().MaxOpenConnections; n == 1 {
+		// sqlite::memory: (one connection, shared with readers).
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+		return s.sqlTx(ctx, noCancel, fn)
+	}
+	return s.groupWrite(ctx, fn)
+}
+
+// dropWriterLocked discards the writer connection; the next write opens
+// another. writeMu is held.
+func (s *Store) dropWriterLocked(bad bool) {
+	if s.writer != nil {
+		s.writer.close(bad)
+		s.writer = nil
+	}
+}
+
+// sqlTx runs fn in a *sql.Tx begun with txCtx.
+func (s *Store) sqlTx(ctx, txCtx context.Context, fn func(tx *wtx) error) (err error) {
+	tx, err := s.sqldb.BeginTx(txCtx, nil)
+	if err != nil {
+		return wrap(err, "begin")
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(&wtx{tx: tx}); err != nil {
+		return err
+	}
+	return wrap(tx.Commit(), "commit")
+}
+
+// CreateList implements yaps.Store. The list's DocVersion is set by the
+// store: 1 with a first update, 0 without.
+func (s *Store) CreateList(ctx context.Context, l *yaps.List, owner *yaps.Permission, firstUpdate []byte, idem *yaps.IdempotencyRecord) error {
+	return s.writeTx(ctx, func(tx *wtx) error {
+		if tx.w != nil {
+			delete(tx.w.cache.lists, l.Ref)
+			if owner != nil {
+				delete(tx.w.cache.perms, owner.ID)
+			}
+		}
+		c := *l
+		c.DocVersion = 0
+		if firstUpdate != nil {
+			c.DocVersion = 1
+		}
+		if err := s.insertOnce(ctx, tx, "list", s.q.insertList, listArgs(&c)...); err != nil {
+			return err
+		}
+		if owner != nil {
+			if err := s.insertOnce(ctx, tx, "permission", s.q.insertPerm, permArgs(owner, l.Ref)...); err != nil {
+				return err
+			}
+		}
+		if firstUpdate != nil {
+			if _, err := s.exec(ctx, tx, s.q.insertUpdate, l.Ref, int64(1), firstUpdate); err != nil {
+				return wrap(err, "append update")
+			}
+		}
+		if idem != nil {
+			return s.putIdem(ctx, tx, idem)
+		}
+		return nil
+	})
+}
+
+func (s *Store) putIdem(ctx context.Context, tx *wtx, r *yaps.IdempotencyRecord) error {
+	return s.insertOnce(ctx, tx, "idempotency key", s.q.insertIdem,
+		r.Scope, r.Key, r.RequestHash, r.Status, r.Body, ms(r.CreatedAt))
+}
+
+// List implements yaps.Store.
+func (s *Store) List(ctx context.Context, ref string) (*yaps.List, error) {
+	l, err := scanList(s.queryRow(ctx, nil, s.q.listByRef, ref))
+	return l, wrap(err, "list")
+}
+
+// ListsByAccount implements yaps.Store.
+func (s *Store) ListsByAccount(ctx context.Context, accountID string) ([]*yaps.List, error) {
+	rows, err := s.query(ctx, nil, s.q.listsByAccount, accountID)
+	if err != nil {
+		return nil, wrap(err, "lists")
+	}
+	defer rows.Close()
+	var out []*yaps.List
+	for rows.Next() {
+		l, err := scanList(rows)
+		if err != nil {
+			return nil, wrap(err, "lists")
+		}
+		out = append(out, l)
+	}
+	return out, wrap(rows.Err(), "lists")
+}
+
+// PermissionByHash implements yaps.Store.
+func (s *Store) PermissionByHash(ctx context.Context, hash []byte) (*yaps.Permission, error) {
+	if len(hash) == 0 {
+		return nil, notFound("permission")
+	}
+	p, err := scanPermission(s.queryRow(ctx, nil, s.q.permByHash, hash))
+	return p, wrap(err, "permission")
+}
+
+// Permissions implements yaps.Store.
+func (s *Store) Permissions(ctx context.Context, listRef string) ([]*yaps.Permission, error) {
+	rows, err := s.query(ctx, nil, s.q.permsOfList, listRef)
+	if err != nil {
+		return nil, wrap(err, "permissions")
+	}
+	defer rows.Close()
+	var out []*yaps.Permission
+	for rows.Next() {
+		p, err := scanPermission(rows)
+		if err != nil {
+			return nil, wrap(err, "permissions")
+		}
+		out = append(out, p)
+	}
+	return out, wrap(rows.Err(), "permissions")
+}
+
+// Yap implements yaps.Store.
+func (s *Store) Yap(ctx context.Context, listRef, id string) (*yaps.Yap, error) {
+	var (
+		yid     string
+		created int64
+		deleted sql.NullInt64
+		data    []byte
+	)
+	if err := s.queryRow(ctx, nil, s.q.yapByID, listRef, id).Scan(&yid, &created, &deleted, &data); err != nil {
+		return nil, wrap(err, "yap")
+	}
+	return decodeYap(listRef, yid, created, deleted, data)
+}
+
+// Yaps implements yaps.Store. A Limit <= 0 means no limit.
+func (s *Store) Yaps(ctx context.Context, listRef string, q yaps.YapQuery) ([]*yaps.Yap, error) {
+	afterAt, afterID := int64(math.MinInt64), ""
+	if q.After != nil {
+		afterAt, afterID = ms(q.After.CreatedAt), q.After.ID
+	}
+	limit := int64(q.Limit)
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	query := s.q.yapsPageLive
+	if q.IncludeDeleted {
+		query = s.q.yapsPage
+	}
+	rows, err := s.query(ctx, nil, query, listRef, afterAt, afterID, limit)
+	if err != nil {
+		return nil, wrap(err, "yaps")
+	}
+	defer rows.Close()
+	out := make([]*yaps.Yap, 0, min(limit, 64))
+	var (
+		id      string
+		created int64
+		deleted sql.NullInt64
+		data    sql.RawBytes
+	)
+	for rows.Next() {
+		if err := rows.Scan(&id, &created, &deleted, &data); err != nil {
+			return nil, wrap(err, "yaps")
+		}
+		y, err := decodeYap(listRef, id, created, deleted, data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, y)
+	}
+	return out, wrap(rows.Err(), "yaps")
+}
+
+// Doc implements yaps.Store.
+func (s *Store) Doc(ctx context.Context, listRef string, afterSeq int64) (*yaps.DocLog, error) {
+	rows, err := s.query(ctx, nil, s.q.docHeaderAndUpdates, listRef, afterSeq)
+	if err != nil {
+		return nil, wrap(err, "doc")
+	}
+	defer rows.Close()
+	var (
+		d      *yaps.DocLog
+		seq, a int64
+		b      int64
+		data   []byte
+	)
+	for rows.Next() {
+		data = nil
+		if err := rows.Scan(&seq, &a, &b, &data); err != nil {
+			return nil, wrap(err, "doc")
+		}
+		if seq == 0 {
+			d = &yaps.DocLog{State: data, StateSeq: a, LastSeq: b}
+			continue
+		}
+		if d == nil {
+			return nil, fmt.Errorf("bunstore: doc of %s: updates before the header", listRef)
+		}
+		d.Updates = append(d.Updates, data)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(err, "doc")
+	}
+	if d == nil {
+		return nil, notFound("list")
+	}
+	return d, nil
+}
+
+// CompactDoc implements yaps.Store. Compacting to a seq at or below the
+// current state's is a no-op (a slower compactor lost the race); a seq past
+// the log's end is EINVALID.
+func (s *Store) CompactDoc(ctx context.Context, listRef string, seq int64, state []byte) error {
+	return s.writeTx(ctx, func(tx *wtx) error {
+		if tx.w != nil {
+			delete(tx.w.cache.lists, listRef)
+		}
+		var last, stateSeq int64
+		if err := s.queryRow(ctx, tx, s.q.compactRead, listRef).Scan(&last, &stateSeq); err != nil {
+			return wrap(err, "list")
+		}
+		if seq > last {
+			return yaps.Errorf(yaps.EINVALID, "compaction seq %d is past the log end %d", seq, last)
+		}
+		if seq <= stateSeq {
+			return nil
+		}
+		if s.pg {
+			if _, err := s.exec(ctx, tx, s.q.compactWrite, listRef, state, seq); err != nil {
+				return wrap(err, "compact")
+			}
+		} else {
+			if _, err := s.exec(ctx, tx, s.q.compactState, listRef, state); err != nil {
+				return wrap(err, "compact")
+			}
+			if _, err := s.exec(ctx, tx, s.q.compactWrite, listRef, seq); err != nil {
+				return wrap(err, "compact")
+			}
+		}
+		_, err := s.exec(ctx, tx, s.q.compactDelete, listRef, seq)
+		return wrap(err, "compact")
+	})
+}
+
+// UpdateCount implements yaps.Store.
+func (s *Store) UpdateCount(ctx context.Context, listRef string) (int64, error) {
+	var n int64
+	err := s.queryRow(ctx, nil, s.q.updateCount, listRef).Scan(&n)
+	return n, wrap(err, "list")
+}
+
+// DeletedYapsBefore implements yaps.Store.
+func (s *Store) DeletedYapsBefore(ctx context.Context, t time.Time, limit int) ([]yaps.YapKey, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	rows, err := s.query(ctx, nil, s.q.deletedBefore, ms(t), int64(limit))
+	if err != nil {
+		return nil, wrap(err, "deleted yaps")
+	}
+	defer rows.Close()
+	var out []yaps.YapKey
+	for rows.Next() {
+		var k yaps.YapKey
+		if err := rows.Scan(&k.ListRef, &k.ID); err != nil {
+			return nil, wrap(err, "deleted yaps")
+		}
+		out = append(out, k)
+	}
+	return out, wrap(rows.Err(), "deleted yaps")
+}
+
+// CreateAccount implements yaps.Store.
+func (s *Store) CreateAccount(ctx context.Context, a *yaps.Account) error {
+	if !s.pg {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
+	return s.insertOnce(ctx, nil, "account", s.q.insertAccount, a.ID, ms(a.CreatedAt), nullBytes(a.KeyHash))
+}
+
+func (s *Store) account(ctx context.Context, query string, arg any) (*yaps.Account, error) {
+	var (
+		a       yaps.Account
+		created int64
+	)
+	if err := s.queryRow(ctx, nil, query, arg).Scan(&a.ID, &created, &a.KeyHash); err != nil {
+		return nil, wrap(err, "account")
+	}
+	a.CreatedAt = fromMs(created)
+	return &a, nil
+}
+
+// AccountByHash implements yaps.Store.
+func (s *Store) AccountByHash(ctx context.Context, hash []byte) (*yaps.Account, error) {
+	if len(hash) == 0 {
+		return nil, notFound("account")
+	}
+	return s.account(ctx, s.q.accountByHash, hash)
+}
+
+// Account implements yaps.Store.
+func (s *Store) Account(ctx context.Context, id string) (*yaps.Account, error) {
+	return s.account(ctx, s.q.accountByID, id)
+}
+
+// Audit implements yaps.Store. A limit <= 0 means no limit.
+func (s *Store) Audit(ctx context.Context, listRef string, afterSeq int64, limit int) ([]*yaps.AuditEntry, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	rows, err := s.query(ctx, nil, s.q.auditPage, listRef, afterSeq, int64(limit))
+	if err != nil {
+		return nil, wrap(err, "audit")
+	}
+	defer rows.Close()
+	var out []*yaps.AuditEntry
+	for rows.Next() {
+		var (
+			e  yaps.AuditEntry
+			at int64
+		)
+		if err := rows.Scan(&e.Seq, &e.ListRef, &at, &e.PermissionID, &e.Role, &e.Action, &e.YapID, &e.Detail); err != nil {
+			return nil, wrap(err, "audit")
+		}
+		e.At = fromMs(at)
+		out = append(out, &e)
+	}
+	return out, wrap(rows.Err(), "audit")
+}
+
+// Idempotency implements yaps.Store.
+func (s *Store) Idempotency(ctx context.Context, scope, key string) (*yaps.IdempotencyRecord, error) {
+	r := &yaps.IdempotencyRecord{Scope: scope, Key: key}
+	var created int64
+	if err := s.queryRow(ctx, nil, s.q.idemByKey, scope, key).Scan(&r.RequestHash, &r.Status, &r.Body, &created); err != nil {
+		return nil, wrap(err, "idempotency record")
+	}
+	r.CreatedAt = fromMs(created)
+	return r, nil
+}

@@ -1,0 +1,361 @@
+// Package pgnotify implements yaps.Notifier with Postgres LISTEN/NOTIFY, so
+// several `yaps serve` processes on one Postgres database push writes and
+// awareness to each other without an extra broker (RULINGS R10).
+//
+// # Connections
+//
+// A Notifier holds one dedicated connection that runs LISTEN on its
+// channel and waits for notifications (WaitForNotification), pinging it
+// after PingInterval of silence so a dead link is noticed. When the
+// connection fails it reconnects with exponential backoff (100 ms doubling
+// up to MaxBackoff) and, once listening again, delivers a yaps.NoticeResync
+// so the service refreshes what it watches (notices sent meanwhile are
+// lost). Publish runs `SELECT pg_notify($1, $2)` on a small pool (two
+// connections) of the same DSN. The listening connection carries
+// application_name "yaps-pgnotify-<id>", which makes it easy to find in
+// pg_stat_activity.
+//
+// # Channel
+//
+// NOTIFY channels are per database, not per schema. The default channel is
+// "yaps_notices", or, when the DSN sets search_path (tests put each run in
+// its own schema), "yaps_notices_" plus the first 12 hex digits of the
+// SHA-256 of the search_path, so processes on different schemas of one
+// database do not hear each other. Every process of one deployment must
+// therefore use the same search_path (or the same Config.Channel).
+//
+// # Payload
+//
+// A notice travels as compact JSON: {"k":kind,"s":sender,"r":listRef,
+// "q":seq,"p":permissionId,"a":base64(awareness)}, with empty members left
+// out. Postgres limits a payload to 7999 bytes; awareness updates larger
+// than MaxAwarenessPayload (5800 bytes before base64) are dropped with a
+// debug log and Publish returns nil (awareness is best effort and a client
+// re-sends its state every 15 s; real states are a few hundred bytes).
+// Each Notifier has a random process id (ID) stamped into what it
+// publishes; its own notices are dropped when they come back.
+package pgnotify
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+const (
+	// DefaultChannel is the channel without a search_path in the DSN.
+	DefaultChannel = "yaps_notices"
+	// MaxAwarenessPayload is the largest awareness update Publish sends.
+	MaxAwarenessPayload = 5800
+	// maxPayload is Postgres's NOTIFY limit (payload shorter than 8000).
+	maxPayload = 7999
+)
+
+// ErrClosed is returned by Listen and Publish after Close.
+var ErrClosed = errors.New("pgnotify: notifier closed")
+
+// Config configures a Notifier. Zero fields take the defaults named.
+type Config struct {
+	// DSN of the Postgres database (postgres://... or key=value). Required.
+	DSN string
+	// Channel to LISTEN and NOTIFY on: lowercase letters, digits and _, at
+	// most 63 characters. Default: ChannelFor(DSN).
+	Channel string
+	// Logger. Default: slog.Default().
+	Logger *slog.Logger
+	// MaxBackoff caps the wait between reconnection attempts. Default: 5s.
+	MaxBackoff time.Duration
+	// PingInterval: the listening connection is pinged after this long
+	// without a notification. Default: 30s.
+	PingInterval time.Duration
+}
+
+// Notifier is a yaps.Notifier on Postgres LISTEN/NOTIFY. It is safe for
+// concurrent use.
+type Notifier struct {
+	cfg     Config
+	id      string
+	connCfg *pgx.ConnConfig
+	pool    *pgxpool.Pool
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	done   chan struct{} // the listen loop ended
+	once   sync.Once
+
+	mu   sync.Mutex
+	subs map[int]func(yaps.Notice)
+	next int
+}
+
+var channelRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ChannelFor returns the default channel for dsn: DefaultChannel, with a
+// short hash of the search_path appended when the DSN sets one.
+func ChannelFor(dsn string) string {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return DefaultChannel
+	}
+	sp := cc.RuntimeParams["search_path"]
+	if sp == "" {
+		return DefaultChannel
+	}
+	sum := sha256.Sum256([]byte(sp))
+	return DefaultChannel + "_" + hex.EncodeToString(sum[:6])
+}
+
+// New connects a Notifier to dsn with the default configuration.
+func New(ctx context.Context, dsn string) (*Notifier, error) {
+	return Open(ctx, Config{DSN: dsn})
+}
+
+// Open connects a Notifier: the publishing pool and the listening
+// connection are established (and LISTEN issued) before it returns, so
+// notices published after Open returns are not missed.
+func Open(ctx context.Context, cfg Config) (*Notifier, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("pgnotify: a DSN is required")
+	}
+	if cfg.Channel == "" {
+		cfg.Channel = ChannelFor(cfg.DSN)
+	}
+	if !channelRE.MatchString(cfg.Channel) {
+		return nil, fmt.Errorf("pgnotify: invalid channel name %q", cfg.Channel)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 30 * time.Second
+	}
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	n := &Notifier{cfg: cfg, id: hex.EncodeToString(raw[:]), done: make(chan struct{}), subs: map[int]func(yaps.Notice){}}
+
+	cc, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("pgnotify: %w", err)
+	}
+	cc.RuntimeParams["application_name"] = "yaps-pgnotify-" + n.id
+	n.connCfg = cc
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("pgnotify: %w", err)
+	}
+	pc.MaxConns = 2
+	pc.MinConns = 0
+	pc.MaxConnIdleTime = time.Minute
+	n.pool, err = pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgnotify: %w", err)
+	}
+	conn, err := n.connect(ctx)
+	if err != nil {
+		n.pool.Close()
+		return nil, err
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	go n.run(conn)
+	return n, nil
+}
+
+// ID returns the process id stamped into this Notifier's notices.
+func (n *Notifier) ID() string { return n.id }
+
+// Channel returns the channel this Notifier listens and notifies on.
+func (n *Notifier) Channel() string { return n.cfg.Channel }
+
+// Close stops listening and closes the connections. Listen calls return
+// ErrClosed.
+func (n *Notifier) Close() error {
+	n.once.Do(func() {
+		n.cancel()
+		<-n.done
+		n.pool.Close()
+	})
+	return nil
+}
+
+// wire is the JSON form of a notice.
+type wire struct {
+	K yaps.NoticeKind `json:"k"`
+	S string          `json:"s"`
+	R string          `json:"r,omitempty"`
+	Q int64           `json:"q,omitempty"`
+	P string          `json:"p,omitempty"`
+	A []byte          `json:"a,omitempty"`
+}
+
+// Publish sends notice to the other processes on the channel (see the
+// package comment for the payload limit).
+func (n *Notifier) Publish(ctx context.Context, notice yaps.Notice) error {
+	if n.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if notice.Kind == yaps.NoticeResync {
+		return nil // local only
+	}
+	if notice.Kind == yaps.NoticeAwareness && len(notice.Payload) > MaxAwarenessPayload {
+		n.cfg.Logger.Debug("pgnotify: awareness update too large; dropped", "list", notice.ListRef, "bytes", len(notice.Payload))
+		return nil
+	}
+	b, err := json.Marshal(wire{K: notice.Kind, S: n.id, R: notice.ListRef, Q: notice.Seq, P: notice.PermissionID, A: notice.Payload})
+	if err != nil {
+		return fmt.Errorf("pgnotify: %w", err)
+	}
+	if len(b) > maxPayload {
+		if notice.Kind == yaps.NoticeAwareness {
+			n.cfg.Logger.Debug("pgnotify: awareness notice too large; dropped", "list", notice.ListRef, "bytes", len(b))
+			return nil
+		}
+		return fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", len(b))
+	}
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, string(b)); err != nil {
+		return fmt.Errorf("pgnotify: notify: %w", err)
+	}
+	return nil
+}
+
+// Listen calls fn for every notice of another process until ctx is done
+// (it then returns ctx.Err()) or the Notifier is closed (ErrClosed). Every
+// Listen call receives every notice; fn runs on the Notifier's listening
+// goroutine, so it must not block for long. Notices that arrive while no
+// Listen call is registered are dropped.
+func (n *Notifier) Listen(ctx context.Context, fn func(yaps.Notice)) error {
+	n.mu.Lock()
+	id := n.next
+	n.next++
+	n.subs[id] = fn
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.subs, id)
+		n.mu.Unlock()
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.ctx.Done():
+		return ErrClosed
+	}
+}
+
+func (n *Notifier) deliver(notice yaps.Notice) {
+	n.mu.Lock()
+	fns := make([]func(yaps.Notice), 0, len(n.subs))
+	for _, fn := range n.subs {
+		fns = append(fns, fn)
+	}
+	n.mu.Unlock()
+	for _, fn := range fns {
+		fn(notice)
+	}
+}
+
+// handle decodes a notification payload and delivers it unless it is this
+// Notifier's own.
+func (n *Notifier) handle(payload string) {
+	var w wire
+	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.K == 0 {
+		n.cfg.Logger.Debug("pgnotify: undecodable notification ignored", "channel", n.cfg.Channel, "err", err)
+		return
+	}
+	if w.S == n.id || w.K == yaps.NoticeResync {
+		return
+	}
+	n.deliver(yaps.Notice{Kind: w.K, Sender: w.S, ListRef: w.R, Seq: w.Q, PermissionID: w.P, Payload: w.A})
+}
+
+// connect opens the listening connection and issues LISTEN.
+func (n *Notifier) connect(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, n.connCfg.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("pgnotify: connect: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{n.cfg.Channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, fmt.Errorf("pgnotify: listen: %w", err)
+	}
+	return conn, nil
+}
+
+// run waits for notifications on conn, reconnecting when it fails, until
+// Close.
+func (n *Notifier) run(conn *pgx.Conn) {
+	defer close(n.done)
+	backoff := 100 * time.Millisecond
+	for {
+		err := n.wait(conn)
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		cancel()
+		if n.ctx.Err() != nil {
+			return
+		}
+		n.cfg.Logger.Warn("pgnotify: listening connection lost; reconnecting", "channel", n.cfg.Channel, "err", err)
+		for {
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			conn, err = n.connect(n.ctx)
+			if err == nil {
+				break
+			}
+			if n.ctx.Err() != nil {
+				return
+			}
+			backoff = min(backoff*2, n.cfg.MaxBackoff)
+			n.cfg.Logger.Warn("pgnotify: reconnecting failed", "channel", n.cfg.Channel, "err", err, "retry_in", backoff)
+		}
+		backoff = 100 * time.Millisecond
+		n.cfg.Logger.Info("pgnotify: listening again", "channel", n.cfg.Channel)
+		n.deliver(yaps.Notice{Kind: yaps.NoticeResync})
+	}
+}
+
+// wait delivers notifications from conn until it fails or Close.
+func (n *Notifier) wait(conn *pgx.Conn) error {
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.PingInterval)
+		note, err := conn.WaitForNotification(ctx)
+		cancel()
+		if err != nil {
+			if n.ctx.Err() != nil {
+				return n.ctx.Err()
+			}
+			if !pgconn.Timeout(err) {
+				return err
+			}
+			pctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		n.handle(note.Payload)
+	}
+}

@@ -1,0 +1,193 @@
+package pgnotify_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/store/pgnotify"
+	"github.com/yaps-dev/yaps/store/storetest"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// open returns a Notifier on dsn, closed when t ends.
+func open(t *testing.T, cfg pgnotify.Config) *pgnotify.Notifier {
+	t.Helper()
+	n, err := pgnotify.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// listen collects the notices n delivers until t ends.
+func listen(t *testing.T, n *pgnotify.Notifier) <-chan yaps.Notice {
+	t.Helper()
+	ch := make(chan yaps.Notice, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Listen(ctx, func(x yaps.Notice) { ch <- x }) }()
+	t.Cleanup(func() {
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	})
+	time.Sleep(20 * time.Millisecond) // let Listen register
+	return ch
+}
+
+func recv(t *testing.T, ch <-chan yaps.Notice) yaps.Notice {
+	t.Helper()
+	select {
+	case n := <-ch:
+		return n
+	case <-time.After(2 * time.Second):
+		t.Fatal("no notice within 2s")
+		return yaps.Notice{}
+	}
+}
+
+func quiet(t *testing.T, ch <-chan yaps.Notice) {
+	t.Helper()
+	select {
+	case n := <-ch:
+		t.Fatalf("unexpected notice %+v", n)
+	case <-time.After(150 * time.Millisecond):
+	}
+}
+
+func TestRoundTripAndOwnNoticesDropped(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	n1, n2 := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	require.Equal(t, n1.Channel(), n2.Channel())
+	require.NotEqual(t, n1.ID(), n2.ID())
+	in1, in2 := listen(t, n1), listen(t, n2)
+
+	sent := []yaps.Notice{
+		{Kind: yaps.NoticeDoc, ListRef: "AAAAAAAAAAAAAAAAAAAAAA", Seq: 1 << 40},
+		{Kind: yaps.NoticePermission, ListRef: "r", PermissionID: "0190a5f0-0000-7000-8000-000000000000"},
+		{Kind: yaps.NoticeList, ListRef: "r"},
+		{Kind: yaps.NoticeAwareness, ListRef: "r", Payload: []byte{1, 0xff, 0, 0, 2, '{', '}'}},
+	}
+	for _, s := range sent {
+		require.NoError(t, n1.Publish(ctx, s))
+	}
+	for _, s := range sent {
+		got := recv(t, in2)
+		s.Sender = n1.ID()
+		require.Equal(t, s, got)
+	}
+	// NoticeResync is local: never published.
+	require.NoError(t, n1.Publish(ctx, yaps.Notice{Kind: yaps.NoticeResync}))
+	quiet(t, in2)
+	// n1 heard none of its own notices, but hears n2's.
+	require.NoError(t, n2.Publish(ctx, yaps.Notice{Kind: yaps.NoticeList, ListRef: "from2"}))
+	got := recv(t, in1)
+	require.Equal(t, "from2", got.ListRef)
+	require.Equal(t, n2.ID(), got.Sender)
+	quiet(t, in1)
+
+	// Garbage on the channel is ignored.
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "SELECT pg_notify($1, 'not json')", n1.Channel())
+	require.NoError(t, err)
+	quiet(t, in1)
+}
+
+func TestChannelPerSchema(t *testing.T) {
+	t.Parallel()
+	dsnA, dsnB := storetest.PostgresDSN(t), storetest.PostgresDSN(t)
+	require.NotEqual(t, pgnotify.ChannelFor(dsnA), pgnotify.ChannelFor(dsnB))
+	require.Equal(t, pgnotify.DefaultChannel, pgnotify.ChannelFor("postgres://u@h/db"))
+	require.Regexp(t, `^yaps_notices_[0-9a-f]{12}$`, pgnotify.ChannelFor("host=h dbname=db search_path=s1"))
+	a, b := open(t, pgnotify.Config{DSN: dsnA}), open(t, pgnotify.Config{DSN: dsnB})
+	inB := listen(t, b)
+	require.NoError(t, a.Publish(context.Background(), yaps.Notice{Kind: yaps.NoticeList, ListRef: "x"}))
+	quiet(t, inB)
+
+	_, err := pgnotify.Open(context.Background(), pgnotify.Config{DSN: dsnA, Channel: "Bad-Name"})
+	require.Error(t, err)
+}
+
+func TestReconnectAfterTermination(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	pub := open(t, pgnotify.Config{DSN: dsn})
+	sub := open(t, pgnotify.Config{DSN: dsn, MaxBackoff: 200 * time.Millisecond, PingInterval: 300 * time.Millisecond})
+	in := listen(t, sub)
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var killed int
+	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
+		"yaps-pgnotify-"+sub.ID()).Scan(&killed)
+	require.NoError(t, err)
+	require.Equal(t, 1, killed)
+
+	got := recv(t, in)
+	require.Equal(t, yaps.NoticeResync, got.Kind, "a reconnect is announced so the service resyncs")
+	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "after", Seq: 7}))
+	got = recv(t, in)
+	require.Equal(t, "after", got.ListRef)
+
+	// Idle longer than PingInterval: the ping keeps the connection and
+	// nothing spurious is delivered.
+	time.Sleep(700 * time.Millisecond)
+	quiet(t, in)
+	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "later", Seq: 8}))
+	require.Equal(t, "later", recv(t, in).ListRef)
+}
+
+func TestOversizedPayloads(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	pub, sub := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	in := listen(t, sub)
+	ref := strings.Repeat("R", 22)
+
+	largest := bytes.Repeat([]byte{0xa5}, pgnotify.MaxAwarenessPayload)
+	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: ref, Payload: largest}))
+	require.Equal(t, largest, recv(t, in).Payload)
+
+	// One byte more: dropped quietly (best effort).
+	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: ref, Payload: append(largest, 0)}))
+	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeList, ListRef: "marker"}))
+	require.Equal(t, "marker", recv(t, in).ListRef, "the oversized awareness update was dropped")
+
+	// Any other notice over the NOTIFY limit is an error.
+	err := pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: strings.Repeat("r", 8000), Seq: 1})
+	require.ErrorContains(t, err, "NOTIFY limit")
+}
+
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	storetest.PostgresDSN(t) // only with Postgres configured, like the others
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := pgnotify.New(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2&sslmode=disable")
+	require.Error(t, err)
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	n, err := pgnotify.New(context.Background(), dsn)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- n.Listen(context.Background(), func(yaps.Notice) {}) }()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, n.Close())
+	require.NoError(t, n.Close())
+	require.ErrorIs(t, <-done, pgnotify.ErrClosed)
+	require.ErrorIs(t, n.Publish(context.Background(), yaps.Notice{Kind: yaps.NoticeList}), pgnotify.ErrClosed)
+}

@@ -1,0 +1,187 @@
+package ysync
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Config tunes the sync endpoint. The zero value of every field means its
+// default; WithDefaults fills them in and New validates the result.
+//
+// Melody's own defaults (512-byte messages, silent drops on a full send
+// buffer, origin check disabled) are unsafe for y-websocket; every one of
+// them is set from here.
+type Config struct {
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
+	// may open a socket. A request without an Origin header (non-browser
+	// clients) is always allowed, and so is an Origin whose host equals the
+	// request's Host (same host). "*" allows every origin.
+	// Default: none beyond same host.
+	AllowedOrigins []string
+
+	// MaxMessageSize is the largest frame a client may send, in bytes;
+	// larger frames close the connection with 1009. Default: 1 MiB.
+	MaxMessageSize int64
+
+	// MaxRooms caps the rooms (lists with a live or idle room) held by this
+	// process. Idle rooms are evicted first; past the cap a new list's
+	// connection is refused with 503. Default: 10,000.
+	MaxRooms int
+	// MaxConnsPerProcess caps open sync connections in this process; past
+	// it connections are refused with 503. Default: 20,000.
+	MaxConnsPerProcess int
+	// MaxConnsPerRoom caps connections to one list. Default: 1,000.
+	MaxConnsPerRoom int
+
+	// IdleUnload is how long a room with no connections stays in memory
+	// (so a quick reconnect finds its awareness states). Default: 30s.
+	IdleUnload time.Duration
+
+	// PingPeriod is how often the server pings each client. Default: 25s.
+	PingPeriod time.Duration
+	// PongWait is how long the server waits for any pong before it
+	// closes a dead peer; must exceed PingPeriod. Default: 60s.
+	PongWait time.Duration
+	// WriteWait bounds each socket write; a peer that does not take a frame
+	// within it is disconnected. It also bounds how long a connection that
+	// is being closed may keep draining. Default: 10s.
+	WriteWait time.Duration
+
+	// SendQueueMessages is the number of frames that may wait to be written
+	// to one connection. A connection whose queue is full is disconnected
+	// (close 4508) instead of having frames dropped: a y-websocket client
+	// that missed an update would silently diverge, one that reconnects
+	// resyncs. Default: 256.
+	SendQueueMessages int
+	// SendQueueBytes bounds the bytes waiting for one connection the same
+	// way (frames are shared between connections, so this is a bound, not
+	// an allocation). A single frame larger than this still goes out when
+	// nothing else waits. Default: 16 MiB.
+	SendQueueBytes int64
+
+	// MessagesPerSecond and MessageBurst rate-limit the frames one
+	// connection may send (token bucket); a flood closes it with 4529.
+	// Defaults: 500 per second, burst 2,000. A negative MessagesPerSecond
+	// switches the limit off (benchmarks).
+	MessagesPerSecond float64
+	MessageBurst      int
+
+	// MaxAwarenessEntries caps the entries in one awareness message.
+	// Default: 100.
+	MaxAwarenessEntries int
+	// MaxAwarenessStateBytes caps one client's awareness state JSON.
+	// Default: 64 KiB.
+	MaxAwarenessStateBytes int
+	// MaxAwarenessStates caps the awareness states one room keeps; a
+	// message that would exceed it closes the sender (4400). Default: 4,096.
+	MaxAwarenessStates int
+	// MaxAwarenessIDsPerConn caps the awareness client IDs one connection
+	// may control (one per Y.Doc it syncs, normally one). Default: 32.
+	MaxAwarenessIDsPerConn int
+
+	// OpTimeout bounds each service call made for a message (apply,
+	// encode). Default: 15s.
+	OpTimeout time.Duration
+
+	// Broadcaster carries awareness to the other server processes on the
+	// same database. Default: the service (Service.PublishAwareness and
+	// yaps.EventAwareness), which crosses processes when it has a
+	// Notifier such as store/pgnotify. Document updates, revocations and
+	// list changes never need it: the service reports those of other
+	// processes as events.
+	Broadcaster Broadcaster
+
+	// ClientIP returns the client address a connection attempt is rate
+	// limited by (each attempt counts against the service's read limit).
+	// Behind a reverse proxy, pass the HTTP API's notion of the client IP.
+	// Default: the socket peer's IP.
+	ClientIP func(r *http.Request) string
+
+	// Logger receives connection-level diagnostics; codes are never
+	// logged. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 1 << 20
+	}
+	def(&c.MaxRooms, 10_000)
+	def(&c.MaxConnsPerProcess, 20_000)
+	def(&c.MaxConnsPerRoom, 1_000)
+	defDur(&c.IdleUnload, 30*time.Second)
+	defDur(&c.PingPeriod, 25*time.Second)
+	defDur(&c.PongWait, 60*time.Second)
+	defDur(&c.WriteWait, 10*time.Second)
+	def(&c.SendQueueMessages, 256)
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = 16 << 20
+	}
+	if c.MessagesPerSecond == 0 {
+		c.MessagesPerSecond = 500
+	}
+	def(&c.MessageBurst, 2_000)
+	def(&c.MaxAwarenessEntries, 100)
+	def(&c.MaxAwarenessStateBytes, 64<<10)
+	def(&c.MaxAwarenessStates, 4_096)
+	def(&c.MaxAwarenessIDsPerConn, 32)
+	defDur(&c.OpTimeout, 15*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ClientIP == nil {
+		c.ClientIP = peerIP
+	}
+	return c
+}
+
+func peerIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.MaxMessageSize < 64:
+		return fmt.Errorf("ysync: MaxMessageSize %d is below 64 bytes", c.MaxMessageSize)
+	case c.MaxRooms < 1, c.MaxConnsPerProcess < 1, c.MaxConnsPerRoom < 1:
+		return fmt.Errorf("ysync: MaxRooms, MaxConnsPerProcess and MaxConnsPerRoom must be positive")
+	case c.IdleUnload < 0:
+		return fmt.Errorf("ysync: IdleUnload must not be negative")
+	case c.PingPeriod <= 0 || c.PongWait <= c.PingPeriod:
+		return fmt.Errorf("ysync: PongWait (%v) must exceed PingPeriod (%v)", c.PongWait, c.PingPeriod)
+	case c.WriteWait <= 0 || c.OpTimeout <= 0:
+		return fmt.Errorf("ysync: WriteWait and OpTimeout must be positive")
+	case c.SendQueueMessages < 8:
+		return fmt.Errorf("ysync: SendQueueMessages %d is below 8 (a connect alone queues several frames)", c.SendQueueMessages)
+	case c.SendQueueBytes < c.MaxMessageSize:
+		return fmt.Errorf("ysync: SendQueueBytes must be at least MaxMessageSize")
+	case c.MessageBurst < 1:
+		return fmt.Errorf("ysync: MessageBurst must be positive")
+	case c.MaxAwarenessEntries < 1, c.MaxAwarenessStateBytes < 16, c.MaxAwarenessStates < 1, c.MaxAwarenessIDsPerConn < 1:
+		return fmt.Errorf("ysync: awareness limits must be positive")
+	}
+	for _, o := range c.AllowedOrigins {
+		if o == "" {
+			return fmt.Errorf("ysync: empty entry in AllowedOrigins")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+// Package ysync serves the y-websocket sync endpoint of a list,
+// GET {prefix}/lists/{ref}/sync?k=CODE (RULINGS R9, R10), on top of
+// yaps.Service and github.com/olahol/melody.
+//
+// # Protocol
+//
+// One y-websocket message per binary frame, lib0 encoding (see codec.go):
+//
+//	sync (0)            step 1 (0) state vector, step 2 (1) update, update (2)
+//	awareness (1)       varUint8Array(awareness update)
+//	auth (2)            permission denied (0) + varString reason; server to client only
+//	query-awareness (3) no payload
+//
+// On connect the server sends its sync step 1 and, when there are any, the
+// room's awareness states. Every step 1 is answered with a step 2 holding
+// what the client lacks. A client's step 2 and update messages are applied
+// through Service.ApplyUpdate (durable before anything is relayed) by a
+// per-connection worker that merges a burst of updates which arrived while
+// the previous write was being stored into one write (yjs.MergeUpdates).
+// The applied update comes back as a yaps.EventDocUpdate and is relayed to
+// every connection of the room, the sender included. HTTP writes and compensating
+// updates take the same path, so there is exactly one relay path.
+//
+// Read-only connections (viewers, archived lists, agents without a write
+// scope) never reach ApplyUpdate. The first non-empty update such a
+// connection sends is answered with auth "permission denied"; later ones are
+// dropped silently. An empty update (the step 2 of a client that has nothing
+// new) is never treated as a write, and neither is a read-only client's
+// step 2 whose structs the server already has (a reconnecting viewer
+// answers our step 1 with its whole delete set).
+//
+// Awareness updates are validated (size, entry count, JSON states, JS-safe
+// integers), applied with the y-protocols clock rules to the room's state
+// table, and the accepted entries are relayed to every connection of the
+// room, the sender included, and handed to the Broadcaster for other
+// processes. The IDs a connection set are removed (clock + 1, state null)
+// when it disconnects.
+//
+// # Several processes
+//
+// Rooms are per process. Everything another process does reaches this one
+// as a service event: document updates (relayed like local ones),
+// revocations (sockets closed) and list changes (write access re-checked),
+// through the service's Notifier (store/pgnotify) or its poller. Awareness
+// crosses through the Broadcaster, by default the service's
+// PublishAwareness / yaps.EventAwareness; a process that opens a room
+// publishes an empty awareness update, which asks the others to publish
+// their connections' states.
+//
+// # Errors before the upgrade
+//
+// Refusals are written before the WebSocket upgrade as one JSON object that
+// is both an RFC 9457 problem and the variant-B error body (RULINGS R2),
+// media type application/problem+json:
+//
+//	403 forbidden     Origin not allowed
+//	404 not_found     unknown list
+//	401 unauthorized  missing, malformed, revoked or foreign code
+//	400 bad_request   not a WebSocket upgrade request
+//	429 rate_limited  too many connection attempts (each counts as a read, R8)
+//	503 unavailable   too many connections or rooms (Retry-After: 5)
+//
+// # Resources
+//
+// Every bound is a Config field (see config.go for defaults): frame size,
+// rooms, connections per process and per room, a bounded send queue per
+// connection (a client that falls behind is disconnected, never silently
+// skipped), a per-connection message rate, awareness sizes and counts,
+// keepalive pings with a dead-peer timeout, and idle room unloading (the
+// room's pin on the service's document is released). After the handshake
+// the socket is taken off net/http so an idle connection costs about 19 KB
+// (10,000 idle connections: about 210 MB RSS; see TestIdleConnectionsRSS).
+//
+// # Close codes
+//
+// After the upgrade the server ends a connection with a close frame whose
+// code follows the y-websocket client's convention: 4400-4499 are final (the
+// client stops reconnecting), everything else is transient.
+//
+//	4400 bad message       malformed frame or invalid update (hostile input)
+//	4401 permission revoked / code no longer valid
+//	4404 list not found
+//	4413 too large         update or document over a size limit
+//	1003 unsupported data  text frame
+//	1009 message too big   frame over MaxMessageSize (sent by gorilla)
+//	4529 rate limited      (transient: the client reconnects and resyncs)
+//	4500 internal error    (transient)
+//	4503 overloaded        capacity
+//	4508 slow client       send queue full; the client reconnects and resyncs
+//	1001 going away        server shutdown
+//
+// Rate limiting uses 4529 rather than 4429 because the client treats the
+// whole 4400-4499 range as final.
+package ysync

@@ -1,0 +1,184 @@
+package ysync
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// fakeService stands in for yaps.Service in the relay tests: it keeps each
+// list's updates in order and emits events like the service does, without
+// any CRDT semantics (the real service is covered by the integration and
+// interop tests).
+type fakeService struct {
+	mu      sync.Mutex
+	lists   map[string]*fakeList
+	subs    map[int]func(yaps.Event)
+	nextSub int
+	applied int
+	pins    map[string]int
+
+	attempts, maxAttempts int
+}
+
+type fakeList struct {
+	list    *yaps.List
+	codes   map[string]*yaps.Permission
+	updates [][]byte
+}
+
+func newFake() *fakeService {
+	return &fakeService{lists: map[string]*fakeList{}, subs: map[int]func(yaps.Event){}, pins: map[string]int{}}
+}
+
+// addList creates a list with one code per role, named after the role.
+func (f *fakeService) addList(ref string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := &fakeList{list: &yaps.List{Ref: ref}, codes: map[string]*yaps.Permission{}}
+	for _, r := range []yaps.Role{yaps.RoleOwner, yaps.RoleEditor, yaps.RoleViewer, yaps.RoleAgent} {
+		l.codes[string(r)] = &yaps.Permission{ID: ref + "-" + string(r), ListRef: ref, Role: r}
+	}
+	f.lists[ref] = l
+}
+
+func (f *fakeService) Authenticate(_ context.Context, ref, code string) (*yaps.Actor, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lists[ref]
+	if l == nil {
+		return nil, yaps.Errorf(yaps.ENOTFOUND, "list not found")
+	}
+	p := l.codes[code]
+	if p == nil || !p.Active() {
+		return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid or revoked code")
+	}
+	lc := *l.list
+	return &yaps.Actor{List: &lc, Permission: p}, nil
+}
+
+func (f *fakeService) CanWrite(a *yaps.Actor) bool {
+	return a.Permission.Role != yaps.RoleViewer && !a.List.Archived()
+}
+
+func (f *fakeService) StateVector(_ context.Context, ref string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []byte{byte(len(f.lists[ref].updates))}, nil
+}
+
+// EncodeState returns all updates joined (not a valid Yjs update; the tests
+// only compare bytes).
+func (f *fakeService) EncodeState(_ context.Context, ref string, sv []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.lists[ref].updates) == 0 {
+		return emptyUpdate, nil
+	}
+	return bytes.Join(f.lists[ref].updates, nil), nil
+}
+
+func (f *fakeService) ApplyUpdate(_ context.Context, a *yaps.Actor, update []byte, origin any) error {
+	f.mu.Lock()
+	l := f.lists[a.List.Ref]
+	if !f.CanWrite(a) || l.list.Archived() {
+		f.mu.Unlock()
+		return yaps.Errorf(yaps.EFORBIDDEN, "read-only")
+	}
+	if update[0] == 0xEE {
+		f.mu.Unlock()
+		return yaps.Errorf(yaps.EINVALID, "malformed update")
+	}
+	l.updates = append(l.updates, append([]byte(nil), update...))
+	f.applied++
+	f.mu.Unlock()
+	f.emit(yaps.Event{Kind: yaps.EventDocUpdate, ListRef: a.List.Ref, Update: update, Origin: origin})
+	return nil
+}
+
+func (f *fakeService) Subscribe(fn func(yaps.Event)) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := f.nextSub
+	f.nextSub++
+	f.subs[id] = fn
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.subs, id)
+	}
+}
+
+func (f *fakeService) Limit(_ context.Context, _ yaps.LimitGroup, ip string, _ *yaps.Account, _ *yaps.List) (yaps.LimitResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attempts++
+	if f.maxAttempts > 0 && f.attempts > f.maxAttempts {
+		return yaps.LimitResult{}, &yaps.Error{Code: yaps.ERATELIMITED, Message: "rate limit exceeded; retry later", RetryAfter: 3 * time.Second}
+	}
+	return yaps.LimitResult{Allowed: true}, nil
+}
+
+func (f *fakeService) PublishAwareness(context.Context, string, []byte) error { return nil }
+
+func (f *fakeService) Pin(ref string) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pins[ref]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.pins[ref]--
+	}
+}
+
+func (f *fakeService) pinned(ref string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pins[ref]
+}
+
+func (f *fakeService) emit(ev yaps.Event) {
+	f.mu.Lock()
+	subs := make([]func(yaps.Event), 0, len(f.subs))
+	for _, fn := range f.subs {
+		subs = append(subs, fn)
+	}
+	f.mu.Unlock()
+	for _, fn := range subs {
+		fn(ev)
+	}
+}
+
+func (f *fakeService) revoke(ref, code string) {
+	f.mu.Lock()
+	p := f.lists[ref].codes[code]
+	delete(f.lists[ref].codes, code)
+	f.mu.Unlock()
+	f.emit(yaps.Event{Kind: yaps.EventCodeRevoked, ListRef: ref, PermissionID: p.ID})
+}
+
+func (f *fakeService) archive(ref string, on bool) {
+	f.mu.Lock()
+	if on {
+		t := yaps.Truncate(timeNow())
+		f.lists[ref].list.ArchivedAt = &t
+	} else {
+		f.lists[ref].list.ArchivedAt = nil
+	}
+	f.mu.Unlock()
+	f.emit(yaps.Event{Kind: yaps.EventListChanged, ListRef: ref})
+}
+
+func (f *fakeService) appliedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+func eventUpdate(ref string, u []byte) yaps.Event {
+	return yaps.Event{Kind: yaps.EventDocUpdate, ListRef: ref, Update: u}
+}

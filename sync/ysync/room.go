@@ -1,0 +1,331 @@
+package ysync
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// room holds the connections and awareness states of one list. The list
+// document itself lives in the service, shared with the HTTP API.
+type room struct {
+	s   *Server
+	ref string
+
+	// snapshot is the current connection list, replaced (never mutated)
+	// under mu, so relaying reads it without any lock: a slow socket can
+	// never hold up the room, let alone other rooms.
+	snapshot atomic.Pointer[[]*conn]
+
+	rechecking atomic.Bool
+	dirty      atomic.Bool
+
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	pending int // admitted, not yet upgraded
+	aw      map[uint64]*awState
+	live    int // entries of aw with a state
+	idle    *time.Timer
+	gone    bool   // unloaded
+	unpin   func() // releases the service's pin on the document
+}
+
+// awState is one awareness client. state "" means removed (null); its
+// clock is kept so stale updates stay stale.
+type awState struct {
+	clock uint64
+	state string
+	owner *conn // the local connection that set it; nil when remote
+}
+
+func newRoom(s *Server, ref string) *room {
+	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, aw: map[uint64]*awState{}}
+	r.snapshot.Store(&[]*conn{})
+	return r
+}
+
+func (r *room) republishLocked() {
+	list := make([]*conn, 0, len(r.conns))
+	for c := range r.conns {
+		list = append(list, c)
+	}
+	r.snapshot.Store(&list)
+}
+
+// broadcast queues msg on every connection of the room.
+func (r *room) broadcast(msg []byte) {
+	for _, c := range *r.snapshot.Load() {
+		c.send(msg)
+	}
+}
+
+// join adds an upgraded connection and returns the awareness frame it
+// should receive (nil when there are no states).
+func (r *room) join(c *conn) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending--
+	r.conns[c] = struct{}{}
+	r.republishLocked()
+	return r.awarenessFrameLocked()
+}
+
+// leave removes a connection and announces that the awareness clients it
+// controlled are gone (clock + 1, state null), as y-websocket servers do.
+func (r *room) leave(c *conn) {
+	r.mu.Lock()
+	delete(r.conns, c)
+	r.republishLocked()
+	var removed []AwarenessEntry
+	for id := range c.awIDs {
+		st := r.aw[id]
+		if st == nil || st.owner != c {
+			continue
+		}
+		st.owner = nil
+		if st.state != "" {
+			st.clock++
+			st.state = ""
+			r.live--
+			removed = append(removed, AwarenessEntry{ClientID: id, Clock: st.clock, State: "null"})
+		}
+	}
+	c.awIDs = nil
+	r.maybeIdleLocked()
+	r.mu.Unlock()
+	if len(removed) > 0 {
+		upd := EncodeAwareness(removed)
+		r.broadcast(AppendAwareness(nil, upd))
+		r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
+	}
+}
+
+// maybeIdleLocked starts the unload timer when the room became empty.
+func (r *room) maybeIdleLocked() {
+	if len(r.conns) > 0 || r.pending > 0 || r.gone || r.idle != nil {
+		return
+	}
+	r.idle = time.AfterFunc(r.s.cfg.IdleUnload, r.unload)
+}
+
+func (r *room) stopIdleLocked() {
+	if r.idle != nil {
+		r.idle.Stop()
+		r.idle = nil
+	}
+}
+
+// goneLocked marks the room unloaded and lets the service drop the document.
+func (r *room) goneLocked() {
+	r.stopIdleLocked()
+	if !r.gone && r.unpin != nil {
+		r.unpin()
+	}
+	r.gone = true
+}
+
+func (r *room) unload() {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.conns) > 0 || r.pending > 0 || r.gone {
+		return
+	}
+	r.goneLocked()
+	if r.s.rooms[r.ref] == r {
+		delete(r.s.rooms, r.ref)
+	}
+}
+
+// applyAwareness applies an awareness update with the y-protocols rules
+// (newer clock wins; a null at the same clock removes) and relays the
+// accepted entries to every connection, the sender included. from is nil
+// for updates from other processes, which are not published again.
+func (r *room) applyAwareness(from *conn, payload []byte) error {
+	entries, err := DecodeAwareness(payload, AwarenessLimits{
+		MaxEntries:    r.s.cfg.MaxAwarenessEntries,
+		MaxStateBytes: r.s.cfg.MaxAwarenessStateBytes,
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	accepted := entries[:0]
+	var overLimit bool
+	for _, e := range entries {
+		st := r.aw[e.ClientID]
+		var cur uint64
+		if st != nil {
+			cur = st.clock
+		}
+		if !(cur < e.Clock || (st != nil && cur == e.Clock && e.Removed() && st.state != "")) {
+			continue
+		}
+		if e.Removed() {
+			if st == nil {
+				// Unknown client: remember the clock, nothing to relay
+				// (y-protocols reports no change either).
+				r.aw[e.ClientID] = &awState{clock: e.Clock}
+				r.trimLocked()
+				continue
+			}
+			if st.state != "" {
+				r.live--
+			}
+			st.clock, st.state = e.Clock, ""
+			if st.owner != nil {
+				delete(st.owner.awIDs, e.ClientID)
+				st.owner = nil
+			}
+			accepted = append(accepted, e)
+			continue
+		}
+		if st == nil {
+			if r.live >= r.s.cfg.MaxAwarenessStates {
+				r.trimLocked()
+				if r.live >= r.s.cfg.MaxAwarenessStates {
+					continue // the room is full of presences; drop, do not grow
+				}
+			}
+			st = &awState{}
+			r.aw[e.ClientID] = st
+		}
+		if from != nil && st.owner != from {
+			if len(from.awIDs) >= r.s.cfg.MaxAwarenessIDsPerConn {
+				overLimit = true
+				break
+			}
+			if st.owner != nil {
+				// The client moved to a new connection (a reconnect
+				// before the old socket was noticed dead).
+				delete(st.owner.awIDs, e.ClientID)
+			}
+			if from.awIDs == nil {
+				from.awIDs = map[uint64]struct{}{}
+			}
+			from.awIDs[e.ClientID] = struct{}{}
+			st.owner = from
+		}
+		if st.state == "" {
+			r.live++
+		}
+		st.clock, st.state = e.Clock, e.State
+		accepted = append(accepted, e)
+	}
+	r.mu.Unlock()
+	if len(accepted) > 0 {
+		upd := EncodeAwareness(accepted)
+		r.broadcast(AppendAwareness(nil, upd))
+		if from != nil {
+			r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
+		}
+	}
+	if overLimit {
+		return ErrMalformed
+	}
+	return nil
+}
+
+// trimLocked forgets removed awareness clients once the table is large, so
+// client-ID churn cannot grow it without bound.
+func (r *room) trimLocked() {
+	if len(r.aw) < 2*r.s.cfg.MaxAwarenessStates {
+		return
+	}
+	for id, st := range r.aw {
+		if st.state == "" {
+			delete(r.aw, id)
+		}
+	}
+}
+
+// awarenessFrame returns an awareness message with every current state, or
+// nil when there is none.
+func (r *room) awarenessFrame() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.awarenessFrameLocked()
+}
+
+func (r *room) awarenessFrameLocked() []byte {
+	if r.live == 0 {
+		return nil
+	}
+	entries := make([]AwarenessEntry, 0, r.live)
+	for id, st := range r.aw {
+		if st.state != "" {
+			entries = append(entries, AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state})
+		}
+	}
+	return AppendAwareness(nil, EncodeAwareness(entries))
+}
+
+// localAwareness encodes the states set by this process's connections, or
+// returns nil when there are none.
+func (r *room) localAwareness() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var entries []AwarenessEntry
+	for id, st := range r.aw {
+		if st.owner != nil && st.state != "" {
+			entries = append(entries, AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state})
+		}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	return EncodeAwareness(entries)
+}
+
+// recheck re-authenticates the room's connections after a list change
+// (archive, unarchive), off the event goroutine. Changes that arrive while
+// a check runs trigger one more pass.
+func (r *room) recheck() {
+	r.dirty.Store(true)
+	if !r.rechecking.CompareAndSwap(false, true) {
+		return
+	}
+	r.s.bg.Add(1)
+	go func() {
+		defer r.s.bg.Done()
+		for {
+			for r.dirty.Swap(false) {
+				r.recheckOnce()
+			}
+			r.rechecking.Store(false)
+			if !r.dirty.Load() || !r.rechecking.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+func (r *room) recheckOnce() {
+	byCode := map[string][]*conn{}
+	for _, c := range *r.snapshot.Load() {
+		byCode[c.code] = append(byCode[c.code], c)
+	}
+	for code, conns := range byCode {
+		ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
+		a, err := r.s.svc.Authenticate(ctx, r.ref, code)
+		cancel()
+		for _, c := range conns {
+			switch {
+			case err == nil:
+				c.setActor(a)
+			case yaps.IsCode(err, yaps.EUNAUTHORIZED), yaps.IsCode(err, yaps.ENOTFOUND):
+				c.closeForError(err)
+			default:
+				// Transient (database hiccup, shutdown): keep the current
+				// state; the service still checks every write itself.
+				if r.s.ctx.Err() == nil {
+					r.s.log.Warn("sync: re-authentication failed", "list", r.ref, "err", err)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,560 @@
+package ysync
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+var timeNow = time.Now
+
+const prefix = "/api/v1"
+
+type testEnv struct {
+	fake *fakeService
+	srv  *Server
+	ts   *httptest.Server
+}
+
+func newEnv(t *testing.T, cfg Config) *testEnv {
+	t.Helper()
+	f := newFake()
+	f.addList("L1")
+	f.addList("L2")
+	s, err := newServer(f, cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	s.Mount(mux, prefix)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		_ = s.Close()
+		ts.Close()
+	})
+	return &testEnv{fake: f, srv: s, ts: ts}
+}
+
+func (e *testEnv) url(ref, code string) string {
+	return "ws" + strings.TrimPrefix(e.ts.URL, "http") + prefix + "/lists/" + ref + "/sync?k=" + code
+}
+
+// client is a minimal y-websocket client speaking raw frames. A goroutine
+// reads frames into a channel, because a gorilla read that times out
+// breaks the connection for good.
+type client struct {
+	t      *testing.T
+	ws     *websocket.Conn
+	frames chan []byte
+	err    chan error
+}
+
+func (e *testEnv) dial(t *testing.T, ref, code string) *client {
+	t.Helper()
+	return dialURL(t, e.url(ref, code))
+}
+
+func dialURL(t *testing.T, url string) *client {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	c := &client{t: t, ws: ws, frames: make(chan []byte, 1024), err: make(chan error, 1)}
+	go func() {
+		for {
+			typ, frame, err := ws.ReadMessage()
+			if err != nil {
+				c.err <- err
+				return
+			}
+			if typ != websocket.BinaryMessage {
+				frame = nil
+			}
+			c.frames <- frame
+		}
+	}()
+	t.Cleanup(func() { ws.Close() })
+	// Every connection starts with the server's step 1.
+	m := c.next()
+	require.Equal(t, uint64(MsgSync), m.Type)
+	require.Equal(t, uint64(SyncStep1), m.SyncType)
+	return c
+}
+
+func (c *client) write(frame []byte) {
+	c.t.Helper()
+	require.NoError(c.t, c.ws.WriteMessage(websocket.BinaryMessage, frame))
+}
+
+// next returns the next message, failing after two seconds.
+func (c *client) next() Message {
+	c.t.Helper()
+	select {
+	case frame := <-c.frames:
+		require.NotNil(c.t, frame, "text frame")
+		m, err := DecodeMessage(frame)
+		require.NoError(c.t, err)
+		return m
+	case err := <-c.err:
+		c.t.Fatalf("connection ended: %v", err)
+	case <-time.After(2 * time.Second):
+		c.t.Fatalf("no message within 2s")
+	}
+	return Message{}
+}
+
+// nextOf skips messages until one of the given type arrives.
+func (c *client) nextOf(typ uint64) Message {
+	c.t.Helper()
+	for {
+		if m := c.next(); m.Type == typ {
+			return m
+		}
+	}
+}
+
+// quiet asserts nothing arrives for a short while.
+func (c *client) quiet() {
+	c.t.Helper()
+	select {
+	case frame := <-c.frames:
+		c.t.Fatalf("unexpected frame %x", frame)
+	case <-time.After(150 * time.Millisecond):
+	}
+}
+
+// closed waits for the server's close frame and returns its code.
+func (c *client) closed() int {
+	c.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case <-c.frames:
+		case err := <-c.err:
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				return ce.Code
+			}
+			c.t.Fatalf("connection ended without a close frame: %v", err)
+		case <-timeout:
+			c.t.Fatalf("connection not closed within 5s")
+		}
+	}
+}
+
+func problemOf(t *testing.T, resp *http.Response) map[string]any {
+	t.Helper()
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	var p map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	return p
+}
+
+func TestRefusalsBeforeUpgrade(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxConnsPerRoom: 1, AllowedOrigins: []string{"https://app.example"}})
+	for _, tc := range []struct {
+		ref, code, origin string
+		status            int
+		errCode           string
+	}{
+		{"nope", "owner", "", 404, "not_found"},
+		{"L1", "", "", 401, "unauthorized"},
+		{"L1", "bogus", "", 401, "unauthorized"},
+		{"L1", "owner", "https://evil.example", 403, "forbidden"},
+	} {
+		h := http.Header{}
+		if tc.origin != "" {
+			h.Set("Origin", tc.origin)
+		}
+		_, resp, err := websocket.DefaultDialer.Dial(e.url(tc.ref, tc.code), h)
+		require.ErrorIs(t, err, websocket.ErrBadHandshake)
+		require.Equal(t, tc.status, resp.StatusCode, tc)
+		p := problemOf(t, resp)
+		require.Equal(t, float64(tc.status), p["status"])
+		require.Equal(t, tc.errCode, p["error"].(map[string]any)["code"])
+		require.NotContains(t, p["instance"], "k=")
+		resp.Body.Close()
+	}
+
+	// A plain GET is told to upgrade.
+	resp, err := http.Get(e.ts.URL + prefix + "/lists/L1/sync?k=owner")
+	require.NoError(t, err)
+	require.Equal(t, 400, resp.StatusCode)
+	require.Equal(t, "bad_request", problemOf(t, resp)["error"].(map[string]any)["code"])
+	resp.Body.Close()
+
+	// Allowed and same-host origins pass; the room cap (1) then refuses.
+	h := http.Header{"Origin": {"https://app.example"}}
+	ws, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "owner"), h)
+	require.NoError(t, err)
+	resp.Body.Close()
+	defer ws.Close()
+	h = http.Header{"Origin": {e.ts.URL}}
+	_, resp, err = websocket.DefaultDialer.Dial(e.url("L1", "editor"), h)
+	require.Error(t, err)
+	require.Equal(t, 503, resp.StatusCode)
+	require.Equal(t, "5", resp.Header.Get("Retry-After"))
+	p := problemOf(t, resp)
+	require.Equal(t, "unavailable", p["error"].(map[string]any)["code"])
+	resp.Body.Close()
+}
+
+func TestSyncRelay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L1", "editor")
+	other := e.dial(t, "L2", "owner")
+
+	// Step 1 is answered with step 2.
+	a.write(AppendSyncStep1(nil, []byte{0}))
+	m := a.nextOf(MsgSync)
+	require.Equal(t, uint64(SyncStep2), m.SyncType)
+	require.Equal(t, emptyUpdate, m.Payload)
+
+	// An empty step 2 is not a write.
+	a.write(AppendSyncStep2(nil, emptyUpdate))
+	// A write reaches every connection of the room, the sender included.
+	upd := []byte{1, 2, 3}
+	a.write(AppendUpdate(nil, upd))
+	for _, c := range []*client{a, b} {
+		m := c.nextOf(MsgSync)
+		require.Equal(t, uint64(SyncUpdate), m.SyncType)
+		require.Equal(t, upd, m.Payload)
+	}
+	b.write(AppendSyncStep2(nil, []byte{4, 5}))
+	require.Equal(t, []byte{4, 5}, a.nextOf(MsgSync).Payload)
+	require.Equal(t, []byte{4, 5}, b.nextOf(MsgSync).Payload)
+	other.quiet()
+	require.Equal(t, 2, e.fake.appliedCount())
+
+	// Events from elsewhere (HTTP writes) take the same path.
+	e.fake.emit(eventUpdate("L2", []byte{9}))
+	require.Equal(t, []byte{9}, other.nextOf(MsgSync).Payload)
+
+	// A later step 1 gets the whole state.
+	b.write(AppendSyncStep1(nil, []byte{0}))
+	require.Equal(t, []byte{1, 2, 3, 4, 5}, b.nextOf(MsgSync).Payload)
+}
+
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	v := e.dial(t, "L1", "viewer")
+	w := e.dial(t, "L1", "editor")
+
+	v.write(AppendSyncStep2(nil, emptyUpdate)) // not a write: no denial
+	v.write(AppendUpdate(nil, []byte{1, 1}))
+	m := v.next()
+	require.Equal(t, uint64(MsgAuth), m.Type)
+	require.Equal(t, "permission denied", m.Reason)
+	v.write(AppendUpdate(nil, []byte{1, 2}))
+	v.quiet() // only the first write is answered
+	w.quiet() // and nothing was relayed
+	require.Equal(t, 0, e.fake.appliedCount())
+
+	// Viewers still read.
+	w.write(AppendUpdate(nil, []byte{7}))
+	require.Equal(t, []byte{7}, v.nextOf(MsgSync).Payload)
+	require.Equal(t, []byte{7}, w.nextOf(MsgSync).Payload)
+
+	// Archiving makes writers read-only; unarchiving lifts it.
+	e.fake.archive("L1", true)
+	require.Eventually(t, func() bool {
+		for _, c := range *e.srv.room("L1").snapshot.Load() {
+			if c.permID == "L1-editor" && !c.readOnly.Load() {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, 5*time.Millisecond)
+	w.write(AppendUpdate(nil, []byte{8}))
+	require.Equal(t, "permission denied", w.nextOf(MsgAuth).Reason)
+	e.fake.archive("L1", false)
+	require.Eventually(t, func() bool {
+		for _, c := range *e.srv.room("L1").snapshot.Load() {
+			if c.permID == "L1-editor" && c.readOnly.Load() {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, 5*time.Millisecond)
+	w.write(AppendUpdate(nil, []byte{9}))
+	require.Equal(t, []byte{9}, w.nextOf(MsgSync).Payload)
+}
+
+func TestAwareness(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L1", "viewer")
+
+	// Clock 0 for an unknown client is not newer (y-protocols rule).
+	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 11, Clock: 0, State: `{}`}})))
+	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 11, Clock: 1, State: `{"user":"a"}`}})))
+	for _, c := range []*client{a, b} { // the sender too
+		entries, err := DecodeAwareness(c.nextOf(MsgAwareness).Payload, AwarenessLimits{})
+		require.NoError(t, err)
+		require.Equal(t, []AwarenessEntry{{ClientID: 11, Clock: 1, State: `{"user":"a"}`}}, entries)
+	}
+	// Stale clocks are not relayed.
+	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 11, Clock: 1, State: `{"user":"stale"}`}})))
+	b.quiet()
+	b.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 22, Clock: 3, State: `{"user":"b"}`}})))
+	a.nextOf(MsgAwareness)
+	b.nextOf(MsgAwareness)
+
+	// A newcomer gets every state on connect; query-awareness answers too.
+	c := e.dial(t, "L1", "editor")
+	got := awarenessMap(t, c.nextOf(MsgAwareness))
+	require.Equal(t, map[uint64]string{11: `{"user":"a"}`, 22: `{"user":"b"}`}, got)
+	c.write(AppendQueryAwareness(nil))
+	require.Equal(t, got, awarenessMap(t, c.nextOf(MsgAwareness)))
+
+	// Disconnect removes what the connection controlled: clock + 1, null.
+	require.NoError(t, a.ws.Close())
+	for _, cl := range []*client{b, c} {
+		entries, err := DecodeAwareness(cl.nextOf(MsgAwareness).Payload, AwarenessLimits{})
+		require.NoError(t, err)
+		require.Equal(t, []AwarenessEntry{{ClientID: 11, Clock: 2, State: "null"}}, entries)
+	}
+	c.write(AppendQueryAwareness(nil))
+	require.Equal(t, map[uint64]string{22: `{"user":"b"}`}, awarenessMap(t, c.nextOf(MsgAwareness)))
+
+	// An explicit null at the same clock removes as well.
+	b.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 22, Clock: 3, State: "null"}})))
+	require.Equal(t, map[uint64]string{22: "null"}, awarenessMap(t, c.nextOf(MsgAwareness)))
+}
+
+func awarenessMap(t *testing.T, m Message) map[uint64]string {
+	t.Helper()
+	entries, err := DecodeAwareness(m.Payload, AwarenessLimits{})
+	require.NoError(t, err)
+	out := map[uint64]string{}
+	for _, e := range entries {
+		out[e.ClientID] = e.State
+	}
+	return out
+}
+
+func TestRevocationCloses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	v1 := e.dial(t, "L1", "viewer")
+	v2 := e.dial(t, "L1", "viewer")
+	o := e.dial(t, "L1", "owner")
+	e.fake.revoke("L1", "viewer")
+	require.Equal(t, CloseRevoked, v1.closed())
+	require.Equal(t, CloseRevoked, v2.closed())
+	o.write(AppendUpdate(nil, []byte{1}))
+	require.Equal(t, []byte{1}, o.nextOf(MsgSync).Payload)
+}
+
+func TestHostileInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxMessageSize: 1024, MaxAwarenessIDsPerConn: 2, MessagesPerSecond: 1, MessageBurst: 20})
+	for name, tc := range map[string]struct {
+		typ   int
+		frame []byte
+		code  int
+	}{
+		"garbage":         {websocket.BinaryMessage, []byte{0, 2, 0xff, 0xff, 0xff, 0xff, 0x0f}, CloseBadMessage},
+		"trailing":        {websocket.BinaryMessage, []byte{3, 3}, CloseBadMessage},
+		"text":            {websocket.TextMessage, []byte("hello"), websocket.CloseUnsupportedData},
+		"too big":         {websocket.BinaryMessage, make([]byte, 2048), websocket.CloseMessageTooBig},
+		"invalid update":  {websocket.BinaryMessage, AppendUpdate(nil, []byte{0xEE}), CloseBadMessage},
+		"awareness json":  {websocket.BinaryMessage, AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 1, Clock: 1, State: "{"}})), CloseBadMessage},
+		"awareness count": {websocket.BinaryMessage, AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 1, Clock: 1, State: "1"}, {ClientID: 2, Clock: 1, State: "1"}, {ClientID: 3, Clock: 1, State: "1"}})), CloseBadMessage},
+	} {
+		c := e.dial(t, "L1", "owner")
+		require.NoError(t, c.ws.WriteMessage(tc.typ, tc.frame), name)
+		require.Equal(t, tc.code, c.closed(), name)
+	}
+	// Unknown message types are skipped.
+	c := e.dial(t, "L1", "owner")
+	c.write([]byte{42, 1, 2, 3})
+	c.write(AppendUpdate(nil, []byte{5}))
+	require.Equal(t, []byte{5}, c.nextOf(MsgSync).Payload)
+	// A flood past the burst is cut.
+	for i := 0; i < 30; i++ {
+		if c.ws.WriteMessage(websocket.BinaryMessage, []byte{42}) != nil {
+			break
+		}
+	}
+	require.Equal(t, CloseRateLimited, c.closed())
+	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A client that stops reading is disconnected once its queue is full,
+// and neither its room nor other rooms stall meanwhile.
+func TestSlowClientDisconnected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{SendQueueMessages: 16, WriteWait: 2 * time.Second})
+	slow, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "viewer"), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	defer slow.Close()
+	require.NoError(t, slow.UnderlyingConn().(*net.TCPConn).SetReadBuffer(4096))
+	// slow never reads.
+	fast := e.dial(t, "L1", "owner")
+	elsewhere := e.dial(t, "L2", "owner")
+
+	big := bytes.Repeat([]byte{7}, 256<<10)
+	var slowest time.Duration
+	for i := 0; i < 200 && e.srv.Stats().Conns == 3; i++ {
+		start := time.Now()
+		e.fake.emit(eventUpdate("L1", big))
+		slowest = max(slowest, time.Since(start))
+		fast.nextOf(MsgSync)
+	}
+	// Emitting never waited for the stuck socket (that would take
+	// WriteWait or forever).
+	require.Less(t, slowest, time.Second)
+	e.fake.emit(eventUpdate("L2", []byte{1}))
+	require.Equal(t, []byte{1}, elsewhere.nextOf(MsgSync).Payload)
+	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestIdleUnloadAndCaps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{IdleUnload: 50 * time.Millisecond, MaxRooms: 1})
+	a := e.dial(t, "L1", "owner")
+	require.Equal(t, 1, e.fake.pinned("L1"))
+	// The only room slot is taken by a live room.
+	_, resp, err := websocket.DefaultDialer.Dial(e.url("L2", "owner"), nil)
+	require.Error(t, err)
+	require.Equal(t, 503, resp.StatusCode)
+	resp.Body.Close()
+	require.NoError(t, a.ws.Close())
+	require.Eventually(t, func() bool { return e.srv.Stats() == Stats{} }, 2*time.Second, 10*time.Millisecond)
+	require.Equal(t, 0, e.fake.pinned("L1"))
+	e.dial(t, "L2", "owner")
+	require.Equal(t, Stats{Rooms: 1, Conns: 1}, e.srv.Stats())
+}
+
+func TestCloseServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L2", "owner")
+	done := make(chan error)
+	go func() { done <- e.srv.Close() }()
+	require.Equal(t, websocket.CloseGoingAway, a.closed())
+	require.Equal(t, websocket.CloseGoingAway, b.closed())
+	require.NoError(t, <-done)
+	_, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "owner"), nil)
+	require.Error(t, err)
+	require.Equal(t, 503, resp.StatusCode)
+	resp.Body.Close()
+}
+
+func TestRefFromPath(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "abc", refFromPath("/api/v1/lists/abc/sync"))
+	require.Equal(t, "abc", refFromPath("/lists/abc/sync"))
+	require.Equal(t, "", refFromPath("/lists//sync"))
+	require.Equal(t, "", refFromPath("/lists/a/b/sync"))
+	require.Equal(t, "", refFromPath("/lists/abc"))
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	_, err := newServer(newFake(), Config{PingPeriod: time.Minute, PongWait: time.Second})
+	require.Error(t, err)
+	_, err = newServer(newFake(), Config{MaxMessageSize: 10})
+	require.Error(t, err)
+	c := Config{}.WithDefaults()
+	require.Equal(t, int64(1<<20), c.MaxMessageSize)
+	require.NoError(t, c.validate())
+}
+
+func TestDeadPeerClosed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{PingPeriod: 100 * time.Millisecond, PongWait: time.Second})
+	live := e.dial(t, "L1", "owner") // answers pings while it reads
+	dead, err := upgradeRaw(strings.TrimPrefix(e.ts.URL, "http://"), prefix+"/lists/L1/sync?k=viewer")
+	require.NoError(t, err)
+	defer dead.Close()
+	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 1 }, 3*time.Second, 10*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // more than a pong wait
+	require.Equal(t, 1, e.srv.Stats().Conns)
+	live.write(AppendUpdate(nil, []byte{1}))
+	require.Equal(t, []byte{1}, live.nextOf(MsgSync).Payload)
+}
+
+func TestProcessConnectionCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxConnsPerProcess: 2})
+	e.dial(t, "L1", "owner")
+	e.dial(t, "L2", "owner")
+	_, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "editor"), nil)
+	require.Error(t, err)
+	require.Equal(t, 503, resp.StatusCode)
+	require.Equal(t, "unavailable", problemOf(t, resp)["error"].(map[string]any)["code"])
+	resp.Body.Close()
+}
+
+// A client flooding garbage into one room is cut off without delaying
+// another room's traffic.
+func TestHostileClientDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	other := e.dial(t, "L2", "owner")
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "owner"), nil)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			defer ws.Close()
+			junk := bytes.Repeat([]byte{0xff}, 512<<10)
+			for j := 0; j < 200; j++ {
+				if ws.WriteMessage(websocket.BinaryMessage, junk) != nil {
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		other.write(AppendUpdate(nil, []byte{byte(i)}))
+		require.Equal(t, []byte{byte(i)}, other.nextOf(MsgSync).Payload)
+		require.Less(t, time.Since(start), time.Second)
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 1 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestConnectAttemptsRateLimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.fake.mu.Lock()
+	e.fake.maxAttempts = 2
+	e.fake.mu.Unlock()
+	e.dial(t, "L1", "owner")
+	_, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "bogus"), nil) // failures count too
+	require.Error(t, err)
+	require.Equal(t, 401, resp.StatusCode)
+	resp.Body.Close()
+	_, resp, err = websocket.DefaultDialer.Dial(e.url("L1", "owner"), nil)
+	require.Error(t, err)
+	require.Equal(t, 429, resp.StatusCode)
+	require.Equal(t, "3", resp.Header.Get("Retry-After"))
+	p := problemOf(t, resp)
+	require.Equal(t, "rate_limited", p["error"].(map[string]any)["code"])
+	require.EqualValues(t, 3, p["error"].(map[string]any)["retryAfter"])
+	resp.Body.Close()
+}

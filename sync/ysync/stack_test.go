@@ -1,0 +1,177 @@
+package ysync
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/httpapi"
+	"github.com/yaps-dev/yaps/store/bunstore"
+	"github.com/yaps-dev/yaps/store/pgnotify"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// stack is a whole server in-process: SQLite store, service, HTTP API and
+// the sync endpoint on one mux, as `yaps serve` wires them.
+type stack struct {
+	t        *testing.T
+	svc      *yaps.Service
+	sync     *Server
+	ts       *httptest.Server
+	stop     func()
+	stopOnce sync.Once
+}
+
+func newStack(t *testing.T, cfg Config) *stack {
+	t.Helper()
+	return startStack(t, cfg, filepath.Join(t.TempDir(), "yaps.db"), "127.0.0.1:0")
+}
+
+// startStack serves the SQLite file dbPath on addr; a stack closed with
+// shutdown can be started again on the same file and address (a restart).
+func startStack(t *testing.T, cfg Config, dbPath, addr string) *stack {
+	t.Helper()
+	return startStackDSN(t, cfg, "sqlite:"+dbPath, addr)
+}
+
+// startStackDSN is startStack on any store DSN. On Postgres the process
+// gets a LISTEN/NOTIFY notifier, as `yaps serve` does, so several stacks on
+// one database behave as several processes.
+func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
+	t.Helper()
+	ctx := context.Background()
+	st, err := bunstore.Open(ctx, dsn)
+	require.NoError(t, err)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var notifier yaps.Notifier
+	var closeNotifier func()
+	if strings.HasPrefix(dsn, "postgres") {
+		n, err := pgnotify.Open(ctx, pgnotify.Config{DSN: dsn, Logger: quiet})
+		require.NoError(t, err)
+		notifier, closeNotifier = n, func() { _ = n.Close() }
+	}
+	svc, err := yaps.NewService(yaps.Config{Store: st, PurgeInterval: -1, Logger: quiet, Notifier: notifier})
+	require.NoError(t, err)
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	s, err := New(svc, cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	httpapi.Mount(mux, svc, httpapi.Config{Logger: quiet})
+	s.Mount(mux, httpapi.DefaultPrefix)
+	ts := httptest.NewUnstartedServer(mux)
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	k := &stack{t: t, svc: svc, sync: s, ts: ts}
+	k.stop = func() {
+		_ = s.Close()
+		ts.Close()
+		_ = svc.Close()
+		if closeNotifier != nil {
+			closeNotifier()
+		}
+		_ = st.Close()
+	}
+	t.Cleanup(func() { k.stopOnce.Do(k.stop) })
+	return k
+}
+
+// shutdown stops the server as `yaps serve` does on SIGTERM.
+func (s *stack) shutdown() { s.stopOnce.Do(s.stop) }
+
+// do sends a JSON request to the HTTP API and decodes the JSON answer.
+func (s *stack) do(method, path, code string, body any, wantStatus int) map[string]any {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(s.t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.ts.URL+httpapi.DefaultPrefix+path, rd)
+	require.NoError(s.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if code != "" {
+		req.Header.Set("Authorization", "Bearer "+code)
+	}
+	resp, err := s.ts.Client().Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	require.Equal(s.t, wantStatus, resp.StatusCode, "%s %s: %s", method, path, b)
+	var out map[string]any
+	if len(b) > 0 {
+		require.NoError(s.t, json.Unmarshal(b, &out))
+	}
+	return out
+}
+
+// newList creates a list and returns its ref and owner code.
+func (s *stack) newList() (ref, owner string) {
+	out := s.do("POST", "/lists", "", map[string]any{"title": "Groceries"}, 201)
+	return out["ref"].(string), out["ownerCode"].(string)
+}
+
+// issue returns a new code of role on ref and its permission id.
+func (s *stack) issue(ref, owner, role string, scopes ...string) (code, permID string) {
+	body := map[string]any{"role": role, "label": role}
+	if len(scopes) > 0 {
+		body["scopes"] = scopes
+	}
+	out := s.do("POST", "/lists/"+ref+"/permissions", owner, body, 201)
+	return out["code"].(string), out["permission"].(map[string]any)["id"].(string)
+}
+
+// yaps returns the list's yaps as the HTTP API serves them, by id.
+func (s *stack) yaps(ref, code string) map[string]map[string]any {
+	out := s.do("GET", "/lists/"+ref+"/yaps", code, nil, 200)
+	m := map[string]map[string]any{}
+	for _, y := range out["yaps"].([]any) {
+		y := y.(map[string]any)
+		m[y["id"].(string)] = y
+	}
+	return m
+}
+
+func (s *stack) wsURL(ref, code string) string {
+	return "ws" + strings.TrimPrefix(s.ts.URL, "http") + httpapi.DefaultPrefix + "/lists/" + ref + "/sync?k=" + code
+}
+
+// dial connects a raw protocol client (see client in server_test.go).
+func (s *stack) dial(ref, code string) *client {
+	s.t.Helper()
+	return dialURL(s.t, s.wsURL(ref, code))
+}
+
+// snapshot returns GET /snapshot.
+func (s *stack) snapshot(ref, code string) []byte {
+	s.t.Helper()
+	req, err := http.NewRequest("GET", s.ts.URL+httpapi.DefaultPrefix+"/lists/"+ref+"/snapshot", nil)
+	require.NoError(s.t, err)
+	req.Header.Set("Authorization", "Bearer "+code)
+	resp, err := s.ts.Client().Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 200, resp.StatusCode)
+	return b
+}

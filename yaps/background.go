@@ -1,0 +1,188 @@
+package yaps
+
+import (
+	"context"
+	"time"
+)
+
+// background runs the purge and compaction every interval (if > 0) and
+// evicts idle documents, until Close.
+func (s *Service) background(interval time.Duration) {
+	defer s.wg.Done()
+	var purge <-chan time.Time // nil: purge and compaction ticker disabled
+	if interval > 0 {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		purge = tick.C
+	}
+	evict := time.NewTicker(max(min(s.cfg.DocIdleTimeout/2, time.Minute), time.Second))
+	defer evict.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-evict.C:
+			s.docs.evictIdle()
+		case <-purge:
+			if n, err := s.Purge(ctx); err != nil {
+				s.log.Error("yaps: purge failed", "err", err, "purged", n)
+			} else if n > 0 {
+				s.log.Info("yaps: purged deleted yaps", "purged", n)
+			}
+			for _, ref := range s.docs.refs() {
+				if err := s.compact(ctx, ref, false); err != nil && ctx.Err() == nil {
+					s.log.Error("yaps: compaction failed", "list", ref, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// poller refreshes watched documents every interval until Close.
+func (s *Service) poller(interval time.Duration) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			s.poll(ctx)
+		}
+	}
+}
+
+func (s *Service) compactAsync(ref string) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.compact(ctx, ref, true); err != nil {
+		s.log.Error("yaps: compaction failed", "list", ref, "err", err)
+	}
+}
+
+// compact replaces the list's update log up to the cached document's seq by
+// the document's state, when more than CompactAfter updates follow the
+// compacted state (or always with force and at least one update).
+func (s *Service) compact(ctx context.Context, ref string, force bool) error {
+	e := s.docs.acquire(ref)
+	defer s.docs.release(e)
+	defer func() { e.compacting = false }()
+	if e.doc == nil {
+		return nil
+	}
+	if !force && e.sinceState <= int64(s.cfg.CompactAfter) {
+		return nil
+	}
+	if e.sinceState == 0 {
+		return nil
+	}
+	state, err := e.doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.CompactDoc(ctx, ref, e.seq, state); err != nil {
+		return err
+	}
+	e.sinceState = 0
+	return nil
+}
+
+// CompactNow compacts the list's document at once (for tests and tools).
+func (s *Service) CompactNow(ctx context.Context, ref string) error {
+	e := s.docs.acquire(ref)
+	err := s.fresh(ctx, e)
+	s.docs.release(e)
+	if err != nil {
+		return err
+	}
+	return s.compact(ctx, ref, true)
+}
+
+// purgeBatch is how many deleted yaps Purge asks the store for at a time.
+const purgeBatch = 500
+
+// Purge removes the yaps deleted more than DeletedRetention ago (Config.Now
+// decides "now"): each is removed from its list document's "yaps" map by a
+// document update and its projection is deleted. It returns how many yaps
+// were purged. The background ticker calls it; tests call it directly.
+func (s *Service) Purge(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		cut := s.now().Add(-s.cfg.DeletedRetention)
+		keys, err := s.cfg.Store.DeletedYapsBefore(ctx, cut, purgeBatch)
+		if err != nil {
+			return total, err
+		}
+		if len(keys) == 0 {
+			return total, nil
+		}
+		byList := map[string][]string{}
+		var order []string
+		for _, k := range keys {
+			if _, ok := byList[k.ListRef]; !ok {
+				order = append(order, k.ListRef)
+			}
+			byList[k.ListRef] = append(byList[k.ListRef], k.ID)
+		}
+		progress := 0
+		for _, ref := range order {
+			n, err := s.purgeList(ctx, ref, byList[ref], cut)
+			total += n
+			progress += n
+			if err != nil {
+				return total, err
+			}
+		}
+		if progress == 0 || len(keys) < purgeBatch {
+			return total, nil
+		}
+	}
+}
+
+func (s *Service) purgeList(ctx context.Context, ref string, ids []string, cut time.Time) (int, error) {
+	n := 0
+	err := s.write(ctx, ref, nil, func(w *writeOp) error {
+		n = 0
+		ym := w.doc.GetMap(rootYaps)
+		var gone []string
+		for _, id := range ids {
+			y := w.e.view[id]
+			if y == nil {
+				// Not in the document (any more): drop the stray projection.
+				if _, inDoc := ym.Get(id); !inDoc {
+					if err := w.tx.DeleteYap(id); err != nil && !IsCode(err, ENOTFOUND) {
+						return err
+					}
+					n++
+				}
+				continue
+			}
+			if y.DeletedAt == nil || y.DeletedAt.After(cut) {
+				continue // restored or re-deleted meanwhile
+			}
+			gone = append(gone, id)
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		w.edit(func() {
+			for _, id := range gone {
+				ym.Delete(id)
+			}
+		}, nil)
+		for _, id := range gone {
+			w.touch(id)
+		}
+		n += len(gone)
+		return nil
+	})
+	return n, err
+}

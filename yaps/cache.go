@@ -1,0 +1,379 @@
+package yaps
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// docEntry is one list's live document in this process. mu serializes every
+// use of doc (yjs documents are not safe for concurrent use) and every write
+// to the list made by this process.
+type docEntry struct {
+	ref string
+	mu  sync.Mutex
+
+	// Guarded by mu.
+	doc        *yjs.Doc        // nil: not loaded (or dropped after a failure)
+	seq        int64           // last update seq doc reflects
+	view       map[string]*Yap // valid yaps of doc, as projected into the store
+	list       listFields      // list root of doc
+	sinceState int64           // updates after the compacted state (for compaction)
+	compacting bool
+	stale      bool                   // doc was dropped: rooms may lack what the reload finds
+	perms      map[string]bool        // active permission ids seen by the poller
+	owners     map[any]string         // yap maps and their Y.Text/Y.Array members -> yap id; nil: rebuild
+	auditAt    map[auditKey]time.Time // last committed coalescing sync audit entry per (code, yap)
+
+	// Guarded by docCache.mu.
+	users      int // goroutines holding or waiting for the entry
+	pins       int
+	watchUntil time.Time // sync interest: poll the store for other processes' writes
+	lastUsed   time.Time
+	elem       *list.Element
+}
+
+// docCache maps list refs to live documents. Entries not in use and not
+// pinned are evicted when the cache is over its size or idle too long.
+type docCache struct {
+	mu      sync.Mutex
+	entries map[string]*docEntry
+	lru     *list.List // front: most recently used
+	max     int
+	idle    time.Duration
+}
+
+func newDocCache(max int, idle time.Duration) *docCache {
+	return &docCache{entries: map[string]*docEntry{}, lru: list.New(), max: max, idle: idle}
+}
+
+// acquire returns ref's entry with its mutex held; release it with release.
+func (c *docCache) acquire(ref string) *docEntry {
+	c.mu.Lock()
+	e := c.entries[ref]
+	if e == nil {
+		e = &docEntry{ref: ref}
+		c.entries[ref] = e
+		e.elem = c.lru.PushFront(e)
+	} else {
+		c.lru.MoveToFront(e.elem)
+	}
+	e.users++
+	c.evictLocked(time.Now(), false)
+	c.mu.Unlock()
+	e.mu.Lock()
+	return e
+}
+
+func (c *docCache) release(e *docEntry) {
+	e.mu.Unlock()
+	c.mu.Lock()
+	e.users--
+	e.lastUsed = time.Now()
+	c.mu.Unlock()
+}
+
+// pin keeps ref's document loaded until unpin is called.
+func (c *docCache) pin(ref string) (unpin func()) {
+	c.mu.Lock()
+	e := c.entries[ref]
+	if e == nil {
+		e = &docEntry{ref: ref, lastUsed: time.Now()}
+		c.entries[ref] = e
+		e.elem = c.lru.PushFront(e)
+	}
+	e.pins++
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			e.pins--
+			e.lastUsed = time.Now()
+			c.mu.Unlock()
+		})
+	}
+}
+
+// evictLocked drops unused, unpinned entries: the least recently used ones
+// while the cache is over its size, and (idleToo) every one idle too long.
+func (c *docCache) evictLocked(now time.Time, idleToo bool) {
+	for el := c.lru.Back(); el != nil; {
+		prev := el.Prev()
+		e := el.Value.(*docEntry)
+		over := len(c.entries) > c.max
+		idle := idleToo && now.Sub(e.lastUsed) > c.idle
+		if !over && !idle {
+			if !idleToo {
+				return
+			}
+			el = prev
+			continue
+		}
+		if e.users == 0 && e.pins == 0 && !now.Before(e.watchUntil) {
+			c.lru.Remove(el)
+			delete(c.entries, e.ref)
+		}
+		el = prev
+	}
+}
+
+func (c *docCache) evictIdle() {
+	c.mu.Lock()
+	c.evictLocked(time.Now(), true)
+	c.mu.Unlock()
+}
+
+// watch marks ref as watched by sync until now+d.
+func (c *docCache) watch(ref string, d time.Duration) {
+	c.mu.Lock()
+	if e := c.entries[ref]; e != nil {
+		if u := time.Now().Add(d); u.After(e.watchUntil) {
+			e.watchUntil = u
+		}
+	}
+	c.mu.Unlock()
+}
+
+// watched returns the refs that are pinned or watched.
+func (c *docCache) watched() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	var out []string
+	for ref, e := range c.entries {
+		if e.pins > 0 || now.Before(e.watchUntil) {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// interested reports whether ref is pinned or watched (sync rooms listen
+// to its events).
+func (c *docCache) interested(ref string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[ref]
+	return e != nil && (e.pins > 0 || time.Now().Before(e.watchUntil))
+}
+
+// acquireWatched is acquire for a ref that is pinned or watched; it returns
+// nil (creating nothing) otherwise.
+func (c *docCache) acquireWatched(ref string) *docEntry {
+	c.mu.Lock()
+	e := c.entries[ref]
+	if e == nil || (e.pins == 0 && !time.Now().Before(e.watchUntil)) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.lru.MoveToFront(e.elem)
+	e.users++
+	c.mu.Unlock()
+	e.mu.Lock()
+	return e
+}
+
+// refs returns the refs of every entry (for background compaction).
+func (c *docCache) refs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.entries))
+	for ref := range c.entries {
+		out = append(out, ref)
+	}
+	return out
+}
+
+// drop forgets the entry's document after a failure so the next use
+// reloads it from the store. mu must be held.
+func (e *docEntry) drop() {
+	if e.doc != nil {
+		e.stale = true
+	}
+	e.doc, e.seq, e.view, e.list, e.sinceState, e.owners = nil, 0, nil, listFields{}, 0, nil
+}
+
+// ownerIndex returns (building it if needed) the map from each yap's Y.Map
+// and its shared-type members to the yap id, so the yaps a sync update
+// touched are found without scanning the list. mu must be held.
+func (e *docEntry) ownerIndex() map[any]string {
+	if e.owners != nil {
+		return e.owners
+	}
+	idx := map[any]string{}
+	ym := e.doc.GetMap(rootYaps)
+	for _, id := range ym.Keys() {
+		v, _ := ym.Get(id)
+		m, ok := v.(*yjs.Map)
+		if !ok {
+			continue
+		}
+		idx[m] = id
+		for _, k := range m.Keys() {
+			switch fv := mustGet(m, k).(type) {
+			case *yjs.Text, *yjs.Array, *yjs.Map:
+				idx[fv] = id
+			}
+		}
+	}
+	e.owners = idx
+	return idx
+}
+
+// load (re)builds the entry's document from the store. mu must be held.
+// When a document was loaded before, the difference between the old and
+// the new state is emitted as an EventDocUpdate, so sync rooms holding the
+// old state learn what other processes wrote.
+func (s *Service) load(ctx context.Context, e *docEntry) error {
+	dl, err := s.cfg.Store.Doc(ctx, e.ref, 0)
+	if err != nil {
+		return err
+	}
+	d := yjs.NewDoc()
+	if dl.State != nil {
+		if err := d.ApplyUpdate(dl.State, nil); err != nil {
+			return internal(err, "could not load the list document")
+		}
+	}
+	for _, u := range dl.Updates {
+		if err := d.ApplyUpdate(u, nil); err != nil {
+			return internal(err, "could not load the list document")
+		}
+	}
+	old := e.doc
+	e.doc, e.seq, e.sinceState, e.owners = d, dl.LastSeq, int64(len(dl.Updates)), nil
+	e.view, _ = projectDoc(e.ref, d)
+	e.list, _ = readList(d)
+	switch {
+	case old != nil:
+		if diff, err := d.EncodeStateAsUpdate(old.EncodeStateVector()); err == nil && !emptyUpdate(diff) {
+			s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: e.seq, Update: diff})
+		}
+	case e.stale:
+		// The previous copy was dropped after a failure: what rooms have
+		// is unknown, so they get the whole state (clients skip what they
+		// already have).
+		if full, err := d.EncodeStateAsUpdate(nil); err == nil && !emptyUpdate(full) {
+			s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: e.seq, Update: full})
+		}
+	}
+	e.stale = false
+	return nil
+}
+
+// emptyUpdate reports whether u is the v1 encoding of an update with no
+// structs and no deletions.
+func emptyUpdate(u []byte) bool { return len(u) == 2 && u[0] == 0 && u[1] == 0 }
+
+// applyLogged applies updates seq+1... that other processes wrote, emits
+// them, and refreshes the projection caches. mu must be held.
+func (s *Service) applyLogged(e *docEntry, updates [][]byte) error {
+	for _, u := range updates {
+		if err := e.doc.ApplyUpdate(u, nil); err != nil {
+			return internal(err, "could not apply a logged update")
+		}
+		e.seq++
+		e.sinceState++
+		s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: e.seq, Update: u})
+	}
+	if len(updates) > 0 {
+		e.owners = nil
+		old := e.list
+		e.view, _ = projectDoc(e.ref, e.doc)
+		e.list, _ = readList(e.doc)
+		if old.Title != e.list.Title || old.Kind != e.list.Kind || !sameTime(old.ArchivedAt, e.list.ArchivedAt) {
+			s.emit(Event{Kind: EventListChanged, ListRef: e.ref})
+		}
+	}
+	return nil
+}
+
+// fresh brings the entry's document up to the store's last update, outside
+// any store transaction. mu must be held.
+func (s *Service) fresh(ctx context.Context, e *docEntry) error {
+	if e.doc == nil {
+		return s.load(ctx, e)
+	}
+	dl, err := s.cfg.Store.Doc(ctx, e.ref, e.seq)
+	if err != nil {
+		return err
+	}
+	if dl.State != nil && dl.StateSeq > e.seq {
+		return s.load(ctx, e) // compacted past what we have
+	}
+	if dl.LastSeq < e.seq {
+		return s.load(ctx, e) // the store lost updates we saw: trust the store
+	}
+	if err := s.applyLogged(e, dl.Updates); err != nil {
+		e.drop()
+		return err
+	}
+	return nil
+}
+
+// withDoc runs fn with ref's document brought up to date and locked.
+func (s *Service) withDoc(ctx context.Context, ref string, fn func(e *docEntry) error) error {
+	e := s.docs.acquire(ref)
+	defer s.docs.release(e)
+	if err := s.fresh(ctx, e); err != nil {
+		return err
+	}
+	return fn(e)
+}
+
+// Pin keeps the list's document loaded in this process, and polled for
+// other processes' writes every Config.PollInterval (refreshed at once on
+// their notices when a Config.Notifier is set, and given their awareness
+// as EventAwareness), until the returned function is called. The sync module should pin the document of each open
+// room. Without a pin, a document is polled for DocIdleTimeout after the
+// last sync call (StateVector, EncodeState, ApplyUpdate) on it.
+func (s *Service) Pin(ref string) (unpin func()) { return s.docs.pin(ref) }
+
+// poll refreshes every pinned or watched document, so sync rooms on this
+// process relay what other processes wrote (RULINGS R10).
+func (s *Service) poll(ctx context.Context) {
+	for _, ref := range s.docs.watched() {
+		if ctx.Err() != nil {
+			return
+		}
+		err := s.withDoc(ctx, ref, func(e *docEntry) error { return s.pollPermissions(ctx, e) })
+		if err != nil && ctx.Err() == nil && !IsCode(err, ENOTFOUND) {
+			s.log.Warn("yaps: refreshing a list document failed", "list", ref, "err", err)
+		}
+	}
+}
+
+// pollPermissions emits EventCodeRevoked for permissions of the list that
+// were revoked since the last poll (by any process), so sync connections
+// using them are closed. mu must be held.
+func (s *Service) pollPermissions(ctx context.Context, e *docEntry) error {
+	ps, err := s.cfg.Store.Permissions(ctx, e.ref)
+	if err != nil {
+		return err
+	}
+	now := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		now[p.ID] = true
+	}
+	if e.perms != nil {
+		for id := range e.perms {
+			if !now[id] {
+				s.emit(Event{Kind: EventCodeRevoked, ListRef: e.ref, PermissionID: id})
+			}
+		}
+	}
+	e.perms = now
+	return nil
+}
+
+// Refresh brings this process's copy of the list document up to date with
+// the store and emits an EventDocUpdate for every update other processes
+// stored since. The poller and the notices of a Config.Notifier do this for
+// pinned and watched lists; callers need it only to force a catch-up.
+func (s *Service) Refresh(ctx context.Context, ref string) error {
+	return s.withDoc(ctx, ref, func(*docEntry) error { return nil })
+}

@@ -1,0 +1,97 @@
+package yaps
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults of Config (see WithDefaults).
+const (
+	DefaultPublicURL        = "http://127.0.0.1:4736"
+	DefaultPrefix           = "/api/v1"
+	DefaultDeletedRetention = 30 * 24 * time.Hour
+	DefaultCompactAfter     = 200
+	DefaultDocCacheSize     = 1000
+	DefaultDocIdleTimeout   = 10 * time.Minute
+	DefaultPurgeInterval    = time.Hour
+	DefaultPollInterval     = 500 * time.Millisecond
+	DefaultAuditCoalesce    = 10 * time.Second
+	// DefaultNotifyPollInterval is the poll interval with a Notifier,
+	// which makes polling a fallback for lost notices.
+	DefaultNotifyPollInterval = 5 * time.Second
+)
+
+// WithDefaults returns a copy of c with every zero field set to its default.
+// It does not validate; NewService does.
+func (c Config) WithDefaults() Config {
+	if c.Limiter == nil {
+		c.Limiter = Unlimited{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = DefaultPublicURL
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if !strings.HasPrefix(c.Prefix, "/") {
+		c.Prefix = "/" + c.Prefix
+	}
+	c.Prefix = strings.TrimRight(c.Prefix, "/")
+	if c.DeletedRetention == 0 {
+		c.DeletedRetention = DefaultDeletedRetention
+	}
+	if c.CompactAfter == 0 {
+		c.CompactAfter = DefaultCompactAfter
+	}
+	if c.DocCacheSize == 0 {
+		c.DocCacheSize = DefaultDocCacheSize
+	}
+	if c.DocIdleTimeout == 0 {
+		c.DocIdleTimeout = DefaultDocIdleTimeout
+	}
+	if c.PurgeInterval == 0 {
+		c.PurgeInterval = DefaultPurgeInterval
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+		if c.Notifier != nil {
+			c.PollInterval = DefaultNotifyPollInterval
+		}
+	}
+	if c.AuditCoalesce == 0 {
+		c.AuditCoalesce = DefaultAuditCoalesce
+	}
+	if c.Render == nil {
+		c.Render = RenderJSON
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("Store is required"))
+	}
+	if c.DeletedRetention < 0 {
+		errs = append(errs, errors.New("DeletedRetention must not be negative"))
+	}
+	if c.CompactAfter < 0 {
+		errs = append(errs, errors.New("CompactAfter must not be negative (0 means default)"))
+	}
+	if c.DocCacheSize < 0 {
+		errs = append(errs, errors.New("DocCacheSize must not be negative"))
+	}
+	if c.DocIdleTimeout < 0 {
+		errs = append(errs, errors.New("DocIdleTimeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}

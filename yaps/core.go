@@ -1,0 +1,132 @@
+package yaps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// NewService validates cfg, applies defaults and returns a Service. It
+// starts the background purge and compaction ticker (see
+// Config.PurgeInterval); Close stops it.
+func NewService(cfg Config) (*Service, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("yaps: invalid config: %w", err)
+	}
+	s := &Service{
+		cfg:  cfg,
+		log:  cfg.Logger,
+		subs: make(map[int]func(Event)),
+		stop: make(chan struct{}),
+	}
+	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocIdleTimeout)
+	s.coalesceDetail = "sync"
+	if cfg.AuditCoalesce > 0 {
+		s.coalesceDetail = "sync, coalescing " + cfg.AuditCoalesce.String()
+	}
+	s.wg.Add(1)
+	go s.background(cfg.PurgeInterval)
+	if cfg.PollInterval > 0 {
+		s.wg.Add(1)
+		go s.poller(cfg.PollInterval)
+	}
+	if cfg.Notifier != nil {
+		s.notices = make(chan Notice, noticeQueue)
+		s.refresh = refresher{pending: map[string]*refreshWork{}, queue: make(chan string, refreshQueue)}
+		s.wg.Add(2 + refreshWorkers)
+		go s.publisher()
+		go s.listener()
+		for range refreshWorkers {
+			go s.refreshWorker()
+		}
+	}
+	return s, nil
+}
+
+// Close stops background work (compaction, purge, polling, eviction,
+// notices; queued notices get up to a second to be published). It does not
+// close the Store or the Notifier. The Service must not be used afterwards.
+func (s *Service) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.wg.Wait()
+	return nil
+}
+
+// Subscribe registers fn for every Event of this process; fn must not
+// block (it runs while the list's lock is held, which keeps events of one
+// list in seq order).
+func (s *Service) Subscribe(fn func(Event)) (unsubscribe func()) {
+	s.subMu.Lock()
+	id := s.nextID
+	s.nextID++
+	s.subs[id] = fn
+	s.subMu.Unlock()
+	return func() {
+		s.subMu.Lock()
+		delete(s.subs, id)
+		s.subMu.Unlock()
+	}
+}
+
+func (s *Service) emit(e Event) {
+	s.subMu.RLock()
+	fns := make([]func(Event), 0, len(s.subs))
+	for _, fn := range s.subs {
+		fns = append(fns, fn)
+	}
+	s.subMu.RUnlock()
+	for _, fn := range fns {
+		fn(e)
+	}
+}
+
+func (s *Service) now() time.Time { return Truncate(s.cfg.Now()) }
+
+// Limit counts a request against the group's limits. ip is the client IP;
+// acct and list (both optional) decide the class and key: a request with an
+// account credential, or on a list rolled up into an account, is
+// authenticated and counted per account; every other request is anonymous
+// and counted per IP. When the limit is exceeded the result is returned
+// together with an ERATELIMITED *Error carrying RetryAfter. A failing
+// Limiter (e.g. Redis down) lets the request through and logs a warning.
+func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *Account, list *List) (LimitResult, error) {
+	class, key := ClassAnonymous, "ip:"+ip
+	switch {
+	case acct != nil:
+		class, key = ClassAuthenticated, "acct:"+acct.ID
+	case list != nil && list.AccountID != "":
+		class, key = ClassAuthenticated, "acct:"+list.AccountID
+	}
+	res, err := s.cfg.Limiter.Take(ctx, group, class, key)
+	if err != nil {
+		s.log.WarnContext(ctx, "rate limiter failed; allowing the request", "group", group, "err", err)
+		return LimitResult{Allowed: true, Limit: -1, Remaining: -1}, nil
+	}
+	if !res.Allowed {
+		ra := res.RetryAfter
+		if ra <= 0 {
+			ra = time.Second
+		}
+		return res, &Error{Code: ERATELIMITED, Message: "rate limit exceeded", RetryAfter: ra}
+	}
+	return res, nil
+}
+
+// audit builds an audit entry for a mutation by a.
+func (s *Service) audit(a *Actor, action, yapID, detail string) *AuditEntry {
+	return &AuditEntry{ListRef: a.List.Ref, At: s.now(), PermissionID: a.Permission.ID,
+		Role: a.Permission.Role, Action: action, YapID: yapID, Detail: detail}
+}
+
+func internal(err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Code: EINTERNAL, Message: msg, Err: err}
+}

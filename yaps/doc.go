@@ -1,0 +1,98 @@
+// Package yaps is the core of the Yaps collaborative list service: domain
+// types, error kinds, the Store and Limiter interfaces, and the Service
+// that carries out every operation of the HTTP API and the sync endpoint.
+//
+// # The list document
+//
+// Each list is one Yjs document (RULINGS R9), handled by the pure-Go engine
+// in package yjs. The document is the source of truth; the store's yap and
+// list rows are its projection. Root map "list" holds title, kind and
+// archivedAt; root map "yaps" maps a yap id to a nested Y.Map with id,
+// kind, createdAt, updatedAt, deletedAt (absent when null) and the kind's
+// members. Free text (task content, note title and body, event title) is
+// Y.Text, tags a Y.Array of strings, everything else a plain string.
+// Root types outside this schema are kept and relayed untouched.
+//
+// Every mutation, by HTTP or sync, goes through one write path: lock the
+// list in this process, open the store transaction (which serializes
+// writers across processes), catch the cached document up with updates
+// other processes stored, edit the document in one transaction, validate,
+// append the update(s), project changed yaps and the list row, append
+// audit entries, commit, then emit Events. A failure after the in-memory
+// document changed drops it from the cache, so memory never diverges from
+// the store. An HTTP PATCH of text is applied as a minimal edit (common
+// prefix and suffix in UTF-16 units, never splitting a surrogate pair), so
+// concurrent edits merge per character.
+//
+// Sync clients write with ApplyUpdate. Their update is stored as sent; each
+// yap it changed is validated (schema, kind unchanged, the code's scope for
+// the old and new kind), and anything invalid is undone by a compensating
+// update made by the server (previous values restored, an invalid new yap
+// removed, missing server members of a new yap filled in), stored and
+// emitted after the client's. The projection never holds an invalid yap.
+// docVersion counts stored updates.
+//
+// # Beyond the HTTP operations
+//
+//   - Subscribe delivers Events (document updates with their seq, revoked
+//     permissions, list changes, other processes' awareness) in seq order
+//     per list; handlers must not block.
+//   - StateVector, EncodeState and ApplyUpdate serve the sync endpoint;
+//     CanWrite says whether a connection may write at all.
+//   - Several processes may share one database. Each write catches up
+//     inside its transaction; Refresh catches a document up on demand, and
+//     a poller (Config.PollInterval) refreshes documents that sync uses
+//     (Pin, or any sync call within DocIdleTimeout), emitting the updates,
+//     revocations and list changes other processes made.
+//   - With a Config.Notifier (store/pgnotify: Postgres LISTEN/NOTIFY) the
+//     processes push instead: after each commit the Service publishes a
+//     Notice (NoticeDoc with the list's last seq, NoticePermission for a
+//     revocation or owner rotation, NoticeList for a rollup) from a
+//     background goroutine, merging document notices of one list that
+//     queue up. On another process's notice about a list that is pinned
+//     or watched there, worker goroutines refresh it and emit exactly what
+//     the poller would (EventDocUpdate per stored update in seq order,
+//     EventCodeRevoked, EventListChanged); notices about other lists are
+//     ignored (their readers and writers catch up with the store anyway).
+//     A NoticeResync (the Notifier reconnected) refreshes every watched
+//     list. Polling stays as the fallback for lost notices, every 5 s by
+//     default instead of 500 ms. PublishAwareness and EventAwareness carry
+//     sync awareness between processes the same way.
+//   - Config.AuditCoalesce (10 s): a sync edit of an existing yap is
+//     audited once per code, yap and window instead of once per
+//     keystroke; see the field for the exact rule.
+//   - Purge removes yaps deleted longer ago than Config.DeletedRetention; it
+//     runs every Config.PurgeInterval and can be called directly (tests
+//     with a fake Config.Now). CompactNow folds a list's update log into
+//     one state; compaction also runs when more than Config.CompactAfter
+//     updates follow the last state.
+//
+// # Decisions
+//
+//   - Ids: list refs are 16 random bytes as unpadded base64url; server yap
+//     ids, permission ids and account ids are UUIDv7 strings. Sync clients
+//     may pick yap ids of 1–64 characters of A-Za-z0-9_-.
+//   - Lengths count Unicode code points. One-line fields reject C0 controls
+//     (including CR and LF) except TAB, and DEL; the note body also allows
+//     LF. Invalid UTF-8 (or a lone surrogate from a sync client) is invalid.
+//     Empty strings are valid for required text (a sync client creates a
+//     yap first and types into it); tags must not be empty.
+//   - Paging: limit 0 means 50, 1–200 allowed; cursors are opaque base64url
+//     strings; a bad cursor is EINVALID.
+//   - ETags: ListETag hashes the list's own members (yap edits do not change
+//     it); YapETag hashes every member of the yap, so sync edits change it
+//     too. If-Match accepts "*", lists and the W/ form.
+//   - Idempotency: records are scoped "lists:acct:<id>" or "lists:ip:<ip>"
+//     for POST /lists and "yaps:<ref>" for POST /lists/{ref}/yaps and are
+//     stored in the creating transaction. Their Body is Config.Render of the
+//     first answer (*CreatedList or *Yap); the HTTP edge should set Render
+//     to its own encoder. A replay returns only the record.
+//   - Permissions can be managed on an archived list; everything that
+//     writes the document is EFORBIDDEN there, except the owner's or an
+//     editor's PATCH that unarchives.
+//   - A list created with an account credential belongs to that account
+//     from the start.
+//   - A failing Limiter lets requests through (logged).
+//
+// Codes and account keys are never logged; only their SHA-256 is stored.
+package yaps

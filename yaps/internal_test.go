@@ -1,0 +1,192 @@
+package yaps
+
+import (
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRoleTable(t *testing.T) {
+	t.Parallel()
+	perm := func(r Role, sc ...Scope) *Permission { return &Permission{Role: r, Scopes: sc} }
+	type row struct {
+		name string
+		p    *Permission
+		// expected, in the order of ops below
+		read, editList, archive, writeAny, writeTask, writeNote, writeEvent, manage, rollup, audit bool
+	}
+	rows := []row{
+		{"owner", perm(RoleOwner), true, true, true, true, true, true, true, true, true, true},
+		{"editor", perm(RoleEditor), true, true, false, true, true, true, true, false, false, false},
+		{"viewer", perm(RoleViewer), true, false, false, false, false, false, false, false, false, false},
+		{"agent default", perm(RoleAgent), true, false, false, true, true, false, false, false, false, false},
+		{"agent tasks", perm(RoleAgent, ScopeTasksWrite), true, false, false, true, true, false, false, false, false, false},
+		{"agent yaps", perm(RoleAgent, ScopeYapsWrite), true, false, false, true, true, true, true, false, false, false},
+		{"unknown role", perm(Role("root")), false, false, false, false, false, false, false, false, false, false},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			a := &Actor{List: &List{Ref: "x"}, Permission: r.p}
+			check := func(o op, k Kind, want bool) {
+				t.Helper()
+				err := a.can(o, k)
+				if want {
+					require.NoError(t, err, "%s %s", o, k)
+				} else {
+					require.Equal(t, EFORBIDDEN, ErrorCode(err), "%s %s", o, k)
+				}
+			}
+			check(opRead, "", r.read)
+			check(opEditList, "", r.editList)
+			check(opArchiveList, "", r.archive)
+			check(opWriteYap, "", r.writeAny)
+			check(opWriteYap, KindTask, r.writeTask)
+			check(opWriteYap, KindNote, r.writeNote)
+			check(opWriteYap, KindEvent, r.writeEvent)
+			check(opManage, "", r.manage)
+			check(opRollup, "", r.rollup)
+			check(opAudit, "", r.audit)
+		})
+	}
+	require.Equal(t, EUNAUTHORIZED, ErrorCode((*Actor)(nil).can(opRead, "")))
+}
+
+func TestTextDiff(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		old, new string
+		index    int
+		del      int
+		ins      string
+	}{
+		{"", "", 0, 0, ""},
+		{"", "abc", 0, 0, "abc"},
+		{"abc", "", 0, 3, ""},
+		{"Milk", "Oat milk", 0, 1, "Oat m"},
+		{"hello world", "hello brave world", 6, 0, "brave "},
+		{"hello brave world", "hello world", 6, 6, ""},
+		{"abcdef", "abXYef", 2, 2, "XY"},
+		{"aaa", "aaaa", 3, 0, "a"},
+		// Surrogate pairs: 😀 is U+1F600 (D83D DE00), 😁 is U+1F601 (D83D DE01).
+		// The pairs share the high surrogate; the edit must not split it.
+		{"x😀y", "x😁y", 1, 2, "😁"},
+		{"😀", "😀😀", 2, 0, "😀"},
+		{"a😀b", "ab", 1, 2, ""},
+		{"é😀", "é", 1, 2, ""},
+		// 🙂 (D83D DE42) vs 😂 (D83D DE02): common high surrogate prefix, common suffix char.
+		{"🙂!", "😂!", 0, 2, "😂"},
+		// Shared low surrogate suffix: U+1F600 (D83D DE00) vs U+1F400 (D83D DC00)... and
+		// U+10400 (D801 DC00) vs U+1F400 (D83D DC00) share the low surrogate.
+		{"𐐀", "🐀", 0, 2, "🐀"},
+	}
+	for _, c := range cases {
+		i, del, ins := textDiff(c.old, c.new)
+		require.Equal(t, []any{c.index, c.del, c.ins}, []any{i, del, ins}, "%q -> %q", c.old, c.new)
+		// Applying the edit in UTF-16 units gives new.
+		u := utf16.Encode([]rune(c.old))
+		out := append(append(append([]uint16{}, u[:i]...), utf16.Encode([]rune(ins))...), u[i+del:]...)
+		require.Equal(t, c.new, string(utf16.Decode(out)))
+	}
+}
+
+func TestCursors(t *testing.T) {
+	t.Parallel()
+	c := YapCursor{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC), ID: "0193-abc_D"}
+	got, err := decodeYapCursor(encodeYapCursor(c))
+	require.NoError(t, err)
+	require.True(t, c.CreatedAt.Equal(got.CreatedAt))
+	require.Equal(t, c.ID, got.ID)
+	for _, bad := range []string{"", "!!!", "bm9wZQ", "MTIz", "LTEuYWJj", "MTIzLg", "MTIzLmEvYg"} {
+		_, err := decodeYapCursor(bad)
+		require.Equal(t, EINVALID, ErrorCode(err), bad)
+	}
+	n, err := decodeSeqCursor(encodeSeqCursor(42))
+	require.NoError(t, err)
+	require.EqualValues(t, 42, n)
+	for _, bad := range []string{"", "???", encodeYapCursor(c)} {
+		_, err := decodeSeqCursor(bad)
+		require.Equal(t, EINVALID, ErrorCode(err), bad)
+	}
+	for in, want := range map[int]int{0: 50, 1: 1, 200: 200} {
+		got, err := pageLimit(in)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	for _, bad := range []int{-1, 201} {
+		_, err := pageLimit(bad)
+		require.Equal(t, EINVALID, ErrorCode(err))
+	}
+}
+
+func TestETagMatches(t *testing.T) {
+	t.Parallel()
+	require.True(t, etagMatches(`"a"`, `"a"`))
+	require.True(t, etagMatches(`W/"a"`, `"a"`))
+	require.True(t, etagMatches(`"b", "a"`, `"a"`))
+	require.True(t, etagMatches(`*`, `"a"`))
+	require.False(t, etagMatches(`"b"`, `"a"`))
+	require.NoError(t, checkIfMatch("", `"a"`))
+	require.Equal(t, EPRECONDITION, ErrorCode(checkIfMatch(`"b"`, `"a"`)))
+}
+
+// sameYap compares what YapETag hashes, member by member.
+func TestSameYapMatchesETag(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	later := at.Add(time.Millisecond)
+	sub := at.Add(999 * time.Microsecond) // same millisecond
+	s := func(v string) *string { return &v }
+	p := PriorityHigh
+	base := func() *Yap {
+		return &Yap{ID: "y", ListRef: "l", Kind: KindTask, CreatedAt: at, UpdatedAt: at, Content: "c",
+			Status: StatusOpen, Priority: &p, DueAt: &at, Tags: []string{"a", "b"}, Title: s("t"), Body: "b",
+			StartsAt: &at, EndsAt: &at, Location: s("x")}
+	}
+	muts := []func(y *Yap){
+		func(*Yap) {},
+		func(y *Yap) { y.ID = "z" },
+		func(y *Yap) { y.ListRef = "m" },
+		func(y *Yap) { y.Kind = KindNote },
+		func(y *Yap) { y.CreatedAt = later },
+		func(y *Yap) { y.CreatedAt = sub },
+		func(y *Yap) { y.UpdatedAt = later },
+		func(y *Yap) { y.UpdatedAt = sub.In(time.FixedZone("x", 3600)) },
+		func(y *Yap) { y.DeletedAt = &at },
+		func(y *Yap) { y.Content = "d" },
+		func(y *Yap) { y.Status = StatusDone },
+		func(y *Yap) { y.Priority = nil },
+		func(y *Yap) { q := PriorityLow; y.Priority = &q },
+		func(y *Yap) { q := PriorityHigh; y.Priority = &q },
+		func(y *Yap) { y.DueAt = nil },
+		func(y *Yap) { y.DueAt = &later },
+		func(y *Yap) { y.DueAt = &sub },
+		func(y *Yap) { y.Tags = nil },
+		func(y *Yap) { y.Tags = []string{"a"} },
+		func(y *Yap) { y.Tags = []string{"b", "a"} },
+		func(y *Yap) { y.Title = nil },
+		func(y *Yap) { y.Title = s("") },
+		func(y *Yap) { y.Title = s("t") },
+		func(y *Yap) { y.Body = "" },
+		func(y *Yap) { y.StartsAt = nil },
+		func(y *Yap) { y.EndsAt = &later },
+		func(y *Yap) { y.Location = nil },
+		func(y *Yap) { y.Location = s("y") },
+	}
+	for i, m := range muts {
+		y := base()
+		m(y)
+		require.Equal(t, YapETag(base()) == YapETag(y), sameYap(base(), y), "mutation %d", i)
+		require.Equal(t, YapETag(base()) == YapETag(y), sameYap(y, base()), "mutation %d", i)
+	}
+	empty := base()
+	empty.Tags = []string{}
+	noTags := base()
+	noTags.Tags = nil
+	require.True(t, sameYap(empty, noTags))
+	require.Equal(t, YapETag(empty), YapETag(noTags))
+	require.True(t, sameYap(nil, nil))
+	require.False(t, sameYap(base(), nil))
+}

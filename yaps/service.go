@@ -1,0 +1,163 @@
+package yaps
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Config configures a Service. Zero fields take the defaults named in their
+// comments (see WithDefaults).
+type Config struct {
+	// Store persists everything. Required.
+	Store Store
+	// Limiter enforces rate limits. Default: Unlimited{}.
+	Limiter Limiter
+	// Now is the clock. Default: time.Now. Tests pass a fake clock.
+	Now func() time.Time
+	// PublicURL is the externally visible origin used in sliceUrl and
+	// apiBase, e.g. "https://yaps.example". Default: "http://127.0.0.1:4736".
+	PublicURL string
+	// Prefix is the API path prefix. Default: "/api/v1".
+	Prefix string
+	// DeletedRetention is how long a soft-deleted yap can be restored before
+	// it is purged. Default: 30 days.
+	DeletedRetention time.Duration
+	// CompactAfter is the number of logged updates after which a list's
+	// document is compacted in the background. Default: 200.
+	CompactAfter int
+	// Logger receives operational logs; it never sees codes or keys.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// DocCacheSize bounds how many list documents a process keeps loaded.
+	// Default: 1000.
+	DocCacheSize int
+	// DocIdleTimeout evicts a cached document not used for this long
+	// (pinned documents excepted). Default: 10 minutes.
+	DocIdleTimeout time.Duration
+	// PollInterval is how often documents watched by sync (pinned, or used
+	// by a sync call within DocIdleTimeout) are refreshed from the store,
+	// so writes of other processes reach this process's rooms (RULINGS
+	// R10: within a second). With a Notifier the poller is only the
+	// fallback for lost notices. Default: 500ms without a Notifier, 5s
+	// with one; negative disables polling.
+	PollInterval time.Duration
+	// AuditCoalesce bounds the audit entries of sync typing. A sync update
+	// that edits an existing yap is recorded as "yap.update" with Detail
+	// "sync, coalescing <AuditCoalesce>"; that entry also stands for every
+	// further sync edit of the same yap by the same code (permission) on
+	// this process within AuditCoalesce after its At, which are not
+	// recorded separately. Creations, removals, list changes and every
+	// HTTP mutation are always recorded one by one (sync edits the server
+	// rejects and undoes change nothing and are not recorded). So the log still says who changed which yap and when, to within
+	// AuditCoalesce, at one entry per window instead of one per keystroke.
+	// Default: 10s; negative records every sync update (Detail "sync").
+	AuditCoalesce time.Duration
+	// Notifier carries notices between processes sharing the database
+	// (store/pgnotify on Postgres): after each commit the Service
+	// publishes one (document seq, revoked permission, list row change),
+	// and on a notice of another process it refreshes the list at once if
+	// the list is pinned or watched here, emitting the same events as the
+	// poller. It also carries awareness (PublishAwareness,
+	// EventAwareness). The Service does not close it. Default: nil,
+	// polling only (e.g. SQLite).
+	Notifier Notifier
+	// PurgeInterval is how often the background purge and compaction run.
+	// Default: 1 hour; negative disables the background ticker (Purge can
+	// still be called).
+	PurgeInterval time.Duration
+	// Render renders the body of a 201 answer that an Idempotency-Key
+	// replay must repeat byte for byte. It is called with a *CreatedList
+	// (POST /lists) or a *Yap (POST /lists/{ref}/yaps) inside the creating
+	// transaction; its result is stored as IdempotencyRecord.Body and
+	// handed back as the Replay of a retried request. The HTTP edge sets
+	// it to its own JSON encoder so replays are identical to first answers.
+	// Default: RenderJSON.
+	Render func(v any) ([]byte, error)
+}
+
+// Service carries out every operation of the list service against the
+// interfaces it is given. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	docs *docCache
+
+	subMu  sync.RWMutex
+	subs   map[int]func(Event)
+	nextID int
+
+	coalesceDetail string      // audit Detail of a coalescing sync update entry
+	notices        chan Notice // outgoing, when cfg.Notifier != nil
+	refresh        refresher
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// CreateListInput is the body of POST /lists plus request metadata.
+type CreateListInput struct {
+	Title          Field[string]
+	Kind           Field[string] // raw; plural spellings accepted
+	IdempotencyKey string
+	RequestHash    []byte // SHA-256 of the request body, for idempotency
+	ClientIP       string
+	Account        *Account // optional account credential
+}
+
+// CreatedList is the answer to POST /lists.
+type CreatedList struct {
+	List      *List
+	OwnerCode string // shown once
+	SliceURL  string // link carrying the owner code in its k parameter
+	APIBase   string // the list's API address
+	// Replay holds the stored first answer when the request repeated an
+	// Idempotency-Key; the edge writes it back verbatim.
+	Replay *IdempotencyRecord
+}
+
+// YapPage is one page of GET /lists/{ref}/yaps.
+type YapPage struct {
+	Yaps       []*Yap
+	NextCursor string // "" on the last page
+}
+
+// AuditPage is one page of GET /lists/{ref}/audit.
+type AuditPage struct {
+	Entries    []*AuditEntry
+	NextCursor string
+}
+
+// IssuedPermission is the answer to POST /lists/{ref}/permissions.
+type IssuedPermission struct {
+	Permission *Permission
+	Code       string // shown once
+}
+
+// Event tells subscribers (the sync module) what changed.
+type Event struct {
+	Kind         EventKind
+	ListRef      string
+	Seq          int64  // EventDocUpdate: the update's seq
+	Update       []byte // EventDocUpdate: the Yjs update as stored; EventAwareness: the awareness update
+	PermissionID string // EventCodeRevoked
+	Origin       any    // who caused it, e.g. a sync connection
+}
+
+// EventKind names an Event.
+type EventKind int
+
+const (
+	EventDocUpdate   EventKind = iota + 1 // a document update was stored
+	EventCodeRevoked                      // a permission was revoked or the owner code rotated
+	EventListChanged                      // archive state, rollup or other list row change
+	// EventAwareness is an awareness update another process published
+	// with PublishAwareness for a list pinned or watched here. Update is
+	// the payload of the awareness message (shared; do not modify), Seq 0,
+	// Origin nil. It is emitted from the notice listener goroutine, not
+	// under the list's lock, and is not ordered with the list's other
+	// events. Never emitted for this process's own PublishAwareness calls.
+	EventAwareness
+)

@@ -1,0 +1,163 @@
+package yaps
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists everything the service keeps. Adapters live in store/
+// (Bun on SQLite and Postgres, and an in-memory one for tests); all of them
+// pass the conformance suite in store/storetest.
+//
+// Lookups return an *Error with code ENOTFOUND when nothing matches. Times are
+// stored with millisecond precision in UTC and read back exactly.
+//
+// Each list has a document: an append-only log of Yjs updates numbered
+// 1, 2, 3... (the list's DocVersion is the last number) plus a compacted
+// state that replaces a prefix of the log. Loading the state and then the
+// updates after StateSeq in order rebuilds the document.
+type Store interface {
+	// CreateList stores a new list with its owner permission and the
+	// document's first update (seq 1) in one transaction. If idem is not nil
+	// the idempotency record is stored in the same transaction.
+	CreateList(ctx context.Context, l *List, owner *Permission, firstUpdate []byte, idem *IdempotencyRecord) error
+
+	// List returns the list with the given ref.
+	List(ctx context.Context, ref string) (*List, error)
+
+	// ListsByAccount returns the lists rolled up into an account, oldest first.
+	ListsByAccount(ctx context.Context, accountID string) ([]*List, error)
+
+	// PermissionByHash returns the permission (revoked or not) whose code
+	// hashes to hash.
+	PermissionByHash(ctx context.Context, hash []byte) (*Permission, error)
+
+	// Permissions returns a list's permissions that are not revoked, oldest first.
+	Permissions(ctx context.Context, listRef string) ([]*Permission, error)
+
+	// Yap returns one projected yap, deleted or not.
+	Yap(ctx context.Context, listRef, id string) (*Yap, error)
+
+	// Yaps returns projected yaps ordered by (CreatedAt, ID) strictly after
+	// q.After, at most q.Limit of them.
+	Yaps(ctx context.Context, listRef string, q YapQuery) ([]*Yap, error)
+
+	// Doc returns the list document's compacted state and every update
+	// after max(afterSeq, StateSeq). With afterSeq >= StateSeq the state is
+	// omitted (nil) and only the updates after afterSeq are returned.
+	Doc(ctx context.Context, listRef string, afterSeq int64) (*DocLog, error)
+
+	// Update runs fn in one transaction that holds the list's write lock,
+	// serializing writers to the list across processes. When fn returns an
+	// error nothing is written and that error is returned.
+	Update(ctx context.Context, listRef string, fn func(tx Tx) error) error
+
+	// CompactDoc replaces the state and all updates with seq <= seq by state.
+	// Updates after seq are kept, so compaction never loses a concurrent write.
+	CompactDoc(ctx context.Context, listRef string, seq int64, state []byte) error
+
+	// UpdateCount returns how many log updates follow the compacted state.
+	UpdateCount(ctx context.Context, listRef string) (int64, error)
+
+	// DeletedYapsBefore returns (list ref, yap id) pairs of yaps deleted
+	// before t, at most limit of them, for the purge.
+	DeletedYapsBefore(ctx context.Context, t time.Time, limit int) ([]YapKey, error)
+
+	// CreateAccount stores an account.
+	CreateAccount(ctx context.Context, a *Account) error
+
+	// AccountByHash returns the account whose key hashes to hash.
+	AccountByHash(ctx context.Context, hash []byte) (*Account, error)
+
+	// Account returns the account with the given id.
+	Account(ctx context.Context, id string) (*Account, error)
+
+	// Audit returns a list's audit entries with Seq > afterSeq, oldest first,
+	// at most limit.
+	Audit(ctx context.Context, listRef string, afterSeq int64, limit int) ([]*AuditEntry, error)
+
+	// Idempotency returns the stored record for (scope, key).
+	Idempotency(ctx context.Context, scope, key string) (*IdempotencyRecord, error)
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Tx is the view of one list inside Store.Update. It must not be used after
+// fn returns.
+type Tx interface {
+	// List returns the locked list as of the start of the transaction.
+	List() *List
+	// SaveList writes the list's row (title, kind, archive and rollup
+	// markers, account, updatedAt, docVersion).
+	SaveList(l *List) error
+	// UpdatesSince returns the log updates with seq > seq, in order. It
+	// fails with ENOTFOUND if some of them were compacted away.
+	UpdatesSince(seq int64) ([][]byte, error)
+	// AppendUpdate appends a document update and returns its seq, which is
+	// the previous last seq + 1.
+	AppendUpdate(update []byte) (int64, error)
+	// PutYap inserts or replaces a yap's projection.
+	PutYap(y *Yap) error
+	// DeleteYap removes a yap's projection (after the purge).
+	DeleteYap(id string) error
+	// Permission returns one of the list's permissions, revoked or not.
+	Permission(id string) (*Permission, error)
+	// CreatePermission stores a new permission of the list.
+	CreatePermission(p *Permission) error
+	// RevokePermission marks a permission revoked at t.
+	RevokePermission(id string, t time.Time) error
+	// ActiveOwners counts the list's unrevoked owner permissions.
+	ActiveOwners() (int, error)
+	// AppendAudit records an audit entry and assigns its Seq.
+	AppendAudit(e *AuditEntry) error
+	// PutIdempotency stores an idempotency record.
+	PutIdempotency(r *IdempotencyRecord) error
+}
+
+// PermissionActiveTx is an optional interface of a Tx: PermissionActive
+// reports whether one of the list's permissions exists (found) and is not
+// revoked (active), as Permission would, without reading the whole row.
+// The service re-checks the writer's permission in every write, so this is
+// on the hot path.
+type PermissionActiveTx interface {
+	PermissionActive(id string) (found, active bool, err error)
+}
+
+// YapQuery selects a page of yaps.
+type YapQuery struct {
+	After          *YapCursor // nil for the first page
+	Limit          int
+	IncludeDeleted bool
+}
+
+// YapCursor is the position of a yap in the (CreatedAt, ID) order.
+type YapCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// YapKey names one yap.
+type YapKey struct {
+	ListRef string
+	ID      string
+}
+
+// DocLog is a list document as stored.
+type DocLog struct {
+	State    []byte   // compacted state (a Yjs update), nil if not requested or none
+	StateSeq int64    // last seq folded into State
+	Updates  [][]byte // updates StateSeq+1 (or afterSeq+1) ... LastSeq
+	LastSeq  int64
+}
+
+// IdempotencyRecord is the first answer to a request carrying an
+// Idempotency-Key, replayed for retries with the same key and body.
+type IdempotencyRecord struct {
+	Scope       string // who may replay it, e.g. "lists:<ip>" or "yaps:<list ref>"
+	Key         string
+	RequestHash []byte // SHA-256 of the request body
+	Status      int
+	Body        []byte
+	CreatedAt   time.Time
+}

@@ -1,0 +1,280 @@
+package yaps
+
+import (
+	"context"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// Snapshot returns Y.encodeStateAsUpdate of the list document, or only the
+// part missing from stateVector when it is not empty, and an ETag derived
+// from (ref, docVersion, stateVector). A malformed state vector is EINVALID.
+func (s *Service) Snapshot(ctx context.Context, a *Actor, stateVector []byte) ([]byte, string, error) {
+	if err := a.can(opRead, ""); err != nil {
+		return nil, "", err
+	}
+	var out []byte
+	var etag string
+	err := s.withDoc(ctx, a.List.Ref, func(e *docEntry) error {
+		var err error
+		if out, err = encodeState(e.doc, stateVector); err != nil {
+			return err
+		}
+		etag = snapshotETag(e.ref, e.seq, stateVector)
+		return nil
+	})
+	return out, etag, err
+}
+
+func encodeState(d *yjs.Doc, sv []byte) ([]byte, error) {
+	if len(sv) > 0 {
+		if _, err := yjs.DecodeStateVector(sv); err != nil {
+			return nil, Errorf(EINVALID, "the state vector is malformed")
+		}
+	} else {
+		sv = nil
+	}
+	out, err := d.EncodeStateAsUpdate(sv)
+	if err != nil {
+		return nil, Errorf(EINVALID, "the state vector is malformed")
+	}
+	return out, nil
+}
+
+// StateVector returns the Yjs state vector of the list document (caught up
+// with the store).
+func (s *Service) StateVector(ctx context.Context, ref string) ([]byte, error) {
+	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
+	var out []byte
+	err := s.withDoc(ctx, ref, func(e *docEntry) error {
+		out = e.doc.EncodeStateVector()
+		return nil
+	})
+	return out, err
+}
+
+// EncodeState returns the document as one update, or only the part missing
+// from stateVector when it is not empty (sync step 2).
+func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byte) ([]byte, error) {
+	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
+	var out []byte
+	err := s.withDoc(ctx, ref, func(e *docEntry) error {
+		var err error
+		out, err = encodeState(e.doc, stateVector)
+		return err
+	})
+	return out, err
+}
+
+// covered reports whether every struct of update is already in d (a
+// duplicate delivery).
+func covered(d *yjs.Doc, update []byte) bool {
+	svb, err := yjs.EncodeStateVectorFromUpdate(update)
+	if err != nil {
+		return false
+	}
+	sv, err := yjs.DecodeStateVector(svb)
+	if err != nil {
+		return false
+	}
+	have := d.StateVector()
+	for c, clock := range sv {
+		if have[c] < clock {
+			return false
+		}
+	}
+	return true
+}
+
+// ApplyUpdate applies a client's Yjs update (RULINGS R9, R10): the actor
+// must be able to write (EFORBIDDEN otherwise, nothing applied; also on an
+// archived list). The update is applied to the list document; every yap it
+// changed is validated (schema, kind unchanged, the actor's scope for the
+// old and the new kind) and so is the root map "list" (owner or editor
+// only). When something is invalid or not permitted the service makes a
+// compensating update: it restores the previous valid yap (or list
+// members), or removes an invalid new yap. A new yap missing only the
+// server members (id, createdAt, updatedAt) has them filled in instead. The
+// client's update is stored as sent, then the compensating update, each
+// emitted as an EventDocUpdate (the client's with origin, the compensation
+// with origin nil), and only valid yaps reach the projection. A duplicate
+// update changes nothing and stores nothing; a malformed one is EINVALID.
+func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
+	if a == nil || a.Permission == nil || a.List == nil {
+		return Errorf(EUNAUTHORIZED, "a permission code is required")
+	}
+	if err := a.can(opWriteYap, ""); err != nil {
+		return err
+	}
+	if err := writable(a.List); err != nil {
+		return err
+	}
+	defer s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout)
+	return s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+		if err := writable(&w.list); err != nil {
+			return err
+		}
+		return w.applyClientUpdate(update, origin)
+	})
+}
+
+func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
+	a, d, e := w.actor, w.doc, w.e
+	before, beforeList := e.view, e.list
+	changed := map[any]bool{}
+	ymKeys := map[string]bool{} // changed keys of the root map "yaps"
+	ym := d.GetMap(rootYaps)
+	got := false // the update changed the document
+	unA := d.OnAfterTransaction(func(tx *yjs.Transaction) {
+		if tx.HasChanges() {
+			got = true
+		}
+		for t, keys := range tx.Changed() {
+			changed[t] = true
+			if t == any(ym) {
+				for _, k := range keys {
+					if ks, ok := k.(string); ok {
+						ymKeys[ks] = true
+					}
+				}
+			}
+		}
+	})
+	w.dirty = true
+	err := d.ApplyUpdate(update, origin)
+	unA()
+	if err != nil {
+		return Errorf(EINVALID, "the document update is malformed")
+	}
+	if !got && covered(d, update) {
+		w.dirty = false
+		return nil
+	}
+	w.updates = append(w.updates, update)
+	w.origins = append(w.origins, origin)
+
+	ids := ymKeys
+	if len(ymKeys) > 0 {
+		e.owners = nil // yaps added, removed or replaced
+	}
+	owners := e.ownerIndex() // as of after the update: new members of changed maps are found too
+	for t := range changed {
+		if id, ok := owners[t]; ok {
+			ids[id] = true
+			if _, isMap := t.(*yjs.Map); isMap {
+				e.owners = nil // members may have been added or replaced
+			}
+		}
+	}
+
+	now := w.s.now()
+	var fixes []func()
+	valid := map[string]*Yap{}
+	for id := range ids {
+		old := before[id]
+		v, inDoc := ym.Get(id)
+		if !inDoc {
+			if old == nil {
+				continue
+			}
+			if a.can(opWriteYap, old.Kind) == nil {
+				w.touch(id)
+				w.auditf("yap.remove", id, "sync")
+				continue
+			}
+			o := old
+			fixes = append(fixes, func() { ym.Set(id, newYapMap(o)) })
+			continue
+		}
+		y, err := readYap(e.ref, id, v)
+		filled := false
+		if err == nil && old == nil && ValidYapID(id) {
+			// Fill in server members a client may leave out.
+			if y.CreatedAt.IsZero() {
+				y.CreatedAt, filled = now, true
+			}
+			if y.UpdatedAt.IsZero() {
+				y.UpdatedAt, filled = now, true
+			}
+		}
+		if err == nil {
+			err = ValidateYap(y)
+		}
+		if err == nil && old != nil && w.s.expired(old) {
+			err = Errorf(ENOTFOUND, "yap was purged") // past the retention: read-only until the purge
+		}
+		if err == nil && old != nil && y.Kind != old.Kind {
+			err = Errorf(EINVALID, "a yap's kind cannot change")
+		}
+		if err == nil && old != nil {
+			err = a.can(opWriteYap, old.Kind)
+		}
+		if err == nil {
+			err = a.can(opWriteYap, y.Kind)
+		}
+		switch {
+		case err == nil:
+			if sameYap(y, old) {
+				continue
+			}
+			w.touch(id)
+			if old == nil {
+				w.auditf("yap.create", id, "sync")
+			} else {
+				w.auditSyncUpdate(id)
+			}
+			m, isMap := v.(*yjs.Map)
+			if isMap && needsFill(m) {
+				yy := y
+				fixes = append(fixes, func() { writeYap(m, yy) })
+			} else if !filled {
+				valid[id] = y // exactly what commit would read
+			}
+		case old != nil:
+			w.touch(id)
+			o := old
+			if m, isMap := v.(*yjs.Map); isMap {
+				fixes = append(fixes, func() { writeYap(m, o) })
+			} else {
+				fixes = append(fixes, func() { ym.Set(id, newYapMap(o)) })
+			}
+		default:
+			w.touch(id)
+			fixes = append(fixes, func() { ym.Delete(id) })
+		}
+	}
+
+	lm := d.GetMap(rootList)
+	if changed[lm] {
+		lf, err := readList(d)
+		if err == nil {
+			err = a.can(opEditList, "")
+		}
+		if err != nil {
+			fixes = append(fixes, func() { writeList(d, beforeList) })
+		} else if lf.Title != beforeList.Title || lf.Kind != beforeList.Kind || !sameTime(lf.ArchivedAt, beforeList.ArchivedAt) {
+			w.auditf("list.update", "", "sync")
+		}
+	}
+	if len(fixes) == 0 {
+		w.valid = valid
+	}
+	if len(fixes) > 0 {
+		w.edit(func() {
+			for _, f := range fixes {
+				f()
+			}
+		}, nil)
+	}
+	return nil
+}
+
+// needsFill reports whether a valid new yap's map lacks a server member.
+func needsFill(m *yjs.Map) bool {
+	for _, k := range []string{"id", "createdAt", "updatedAt"} {
+		if v, ok := m.Get(k); !ok || v == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,469 @@
+package yaps_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps"
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// peer is a sync client: a Yjs doc kept in step with the service's events.
+type peer struct {
+	t      *testing.T
+	e      *env
+	a      *yaps.Actor
+	doc    *yjs.Doc
+	mu     sync.Mutex
+	events []yaps.Event
+}
+
+func newPeer(t *testing.T, e *env, a *yaps.Actor) *peer {
+	t.Helper()
+	p := &peer{t: t, e: e, a: a, doc: docOf(t, e, a)}
+	unsub := e.svc.Subscribe(func(ev yaps.Event) {
+		if ev.Kind == yaps.EventDocUpdate && ev.ListRef == a.List.Ref {
+			p.mu.Lock()
+			p.events = append(p.events, ev)
+			p.mu.Unlock()
+		}
+	})
+	t.Cleanup(unsub)
+	return p
+}
+
+// send makes an edit on the peer's doc and applies its update at the server.
+func (p *peer) send(edit func(d *yjs.Doc)) error {
+	p.t.Helper()
+	var u []byte
+	unsub := p.doc.OnUpdate(func(b []byte, _ any) { u = b })
+	p.doc.Transact(func(*yjs.Transaction) { edit(p.doc) }, nil)
+	unsub()
+	require.NotNil(p.t, u, "the edit changed nothing")
+	return p.e.svc.ApplyUpdate(p.e.ctx, p.a, u, p)
+}
+
+// sync applies every event received so far (the server's relay).
+func (p *peer) sync() []yaps.Event {
+	p.mu.Lock()
+	evs := p.events
+	p.events = nil
+	p.mu.Unlock()
+	for _, ev := range evs {
+		require.NoError(p.t, p.doc.ApplyUpdate(ev.Update, "server"))
+	}
+	return evs
+}
+
+func ymap(t *testing.T, d *yjs.Doc, id string) *yjs.Map {
+	t.Helper()
+	v, ok := d.GetMap("yaps").Get(id)
+	require.True(t, ok, "yap %s not in doc", id)
+	m, ok := v.(*yjs.Map)
+	require.True(t, ok)
+	return m
+}
+
+func text(t *testing.T, m *yjs.Map, key string) *yjs.Text {
+	t.Helper()
+	v, ok := m.Get(key)
+	require.True(t, ok, key)
+	tx, ok := v.(*yjs.Text)
+	require.True(t, ok, "%s is %T", key, v)
+	return tx
+}
+
+func TestDocumentLayout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, yaps.YapFields{Content: yaps.Set("Milk"),
+		Status: yaps.Set(yaps.StatusOpen), Tags: yaps.Set([]string{"food"})}, "", nil)
+	require.NoError(t, err)
+	d := docOf(t, e, a)
+	lm := d.GetMap("list")
+	title, _ := lm.Get("title")
+	kind, _ := lm.Get("kind")
+	require.Equal(t, "Groceries", title)
+	require.Equal(t, "task", kind)
+	require.False(t, lm.Has("archivedAt"))
+	m := ymap(t, d, y.ID)
+	require.Equal(t, "Milk", text(t, m, "content").String())
+	st, _ := m.Get("status")
+	require.Equal(t, "open", st)
+	id, _ := m.Get("id")
+	require.Equal(t, y.ID, id)
+	ca, _ := m.Get("createdAt")
+	require.Equal(t, yaps.FormatTime(y.CreatedAt), ca)
+	tags, _ := m.Get("tags")
+	require.IsType(t, &yjs.Array{}, tags)
+	require.Equal(t, []any{"food"}, tags.(*yjs.Array).ToSlice())
+	require.False(t, m.Has("deletedAt"))
+	require.False(t, m.Has("priority"))
+}
+
+func TestPatchIsMinimalTextEdit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("Buy milk"), "", nil)
+	require.NoError(t, err)
+	p := newPeer(t, e, a)
+	// The peer types offline while an HTTP PATCH edits the same text.
+	var offline []byte
+	unsub := p.doc.OnUpdate(func(b []byte, _ any) { offline = b })
+	text(t, ymap(t, p.doc, y.ID), "content").Insert(8, " today", nil)
+	unsub()
+	_, err = e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Content: yaps.Set("Buy oat milk")}, "")
+	require.NoError(t, err)
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, offline, p))
+	got, err := e.svc.GetYap(e.ctx, a, y.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Buy oat milk today", got.Content) // merged per character, not replaced
+	p.sync()
+	require.Equal(t, "Buy oat milk today", text(t, ymap(t, p.doc, y.ID), "content").String())
+
+	// Surrogate pairs survive a minimal edit.
+	_, err = e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Content: yaps.Set("Buy 😀 milk today")}, "")
+	require.NoError(t, err)
+	_, err = e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Content: yaps.Set("Buy 😁 milk today")}, "")
+	require.NoError(t, err)
+	p.sync()
+	require.Equal(t, "Buy 😁 milk today", text(t, ymap(t, p.doc, y.ID), "content").String())
+}
+
+func TestSyncValidUpdates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("Milk"), "", nil)
+	require.NoError(t, err)
+	p := newPeer(t, e, a)
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		text(t, ymap(t, d, y.ID), "content").Insert(4, " and bread", nil)
+		ymap(t, d, y.ID).Set("status", "done")
+	}))
+	evs := p.sync()
+	require.Len(t, evs, 1)
+	require.Same(t, p, evs[0].Origin)
+	got, err := e.svc.GetYap(e.ctx, a, y.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Milk and bread", got.Content)
+	require.Equal(t, yaps.StatusDone, got.Status)
+
+	// A new yap from the client; the server fills in missing server members.
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		m := yjs.NewMap()
+		m.Set("kind", "note")
+		m.Set("body", yjs.NewText("from sync"))
+		d.GetMap("yaps").Set("client-1", m)
+	}))
+	evs = p.sync()
+	require.Len(t, evs, 2)
+	n, err := e.svc.GetYap(e.ctx, a, "client-1")
+	require.NoError(t, err)
+	require.Equal(t, "from sync", n.Body)
+	require.False(t, n.CreatedAt.IsZero())
+	id, _ := ymap(t, p.doc, "client-1").Get("id")
+	require.Equal(t, "client-1", id)
+
+	// A duplicate update stores nothing.
+	l, err := e.store.List(e.ctx, a.List.Ref)
+	require.NoError(t, err)
+	full, _, err := e.svc.Snapshot(e.ctx, a, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, full, p))
+	l2, err := e.store.List(e.ctx, a.List.Ref)
+	require.NoError(t, err)
+	require.Equal(t, l.DocVersion, l2.DocVersion)
+
+	// Unknown root types are kept and relayed.
+	require.NoError(t, p.send(func(d *yjs.Doc) { d.GetMap("custom").Set("x", 1.0) }))
+	v, ok := docOf(t, e, a).GetMap("custom").Get("x")
+	require.True(t, ok)
+	require.EqualValues(t, 1, v)
+
+	// An owner may remove a yap outright.
+	require.NoError(t, p.send(func(d *yjs.Doc) { d.GetMap("yaps").Delete("client-1") }))
+	_, err = e.store.Yap(e.ctx, a.List.Ref, "client-1")
+	requireCode(t, yaps.ENOTFOUND, err)
+
+	// Malformed updates are rejected.
+	requireCode(t, yaps.EINVALID, e.svc.ApplyUpdate(e.ctx, a, []byte{1, 2, 3, 4, 5}, p))
+	// HTTP still works after a rejected update.
+	_, _, err = e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("after"), "", nil)
+	require.NoError(t, err)
+}
+
+func TestSyncCompensation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+	require.NoError(t, err)
+	n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("note")}, "", nil)
+	require.NoError(t, err)
+	agent := e.actor(owner, yaps.RoleAgent)
+	long := make([]byte, 1001)
+	for i := range long {
+		long[i] = 'x'
+	}
+	cases := []struct {
+		name  string
+		actor *yaps.Actor
+		edit  func(t *testing.T, d *yjs.Doc)
+	}{
+		{"multi-line content", owner, func(t *testing.T, d *yjs.Doc) {
+			text(t, ymap(t, d, y.ID), "content").Insert(2, "\n", nil)
+		}},
+		{"content too long", owner, func(t *testing.T, d *yjs.Doc) {
+			text(t, ymap(t, d, y.ID), "content").Insert(0, string(long), nil)
+		}},
+		{"bad status", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("status", "later") }},
+		{"status wrong type", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("status", 3.0) }},
+		{"status removed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Delete("status") }},
+		{"kind changed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("kind", "note") }},
+		{"field of another kind", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("body", yjs.NewText("b")) }},
+		{"yap replaced by a string", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("yaps").Set(y.ID, "gone") }},
+		{"agent edits a note", agent, func(t *testing.T, d *yjs.Doc) {
+			text(t, ymap(t, d, n.ID), "body").Insert(0, "hacked ", nil)
+		}},
+		{"agent removes a note", agent, func(t *testing.T, d *yjs.Doc) { d.GetMap("yaps").Delete(n.ID) }},
+		{"agent renames the list", agent, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("title", "mine") }},
+		{"list title too long", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("title", string(long)) }},
+		{"list kind invalid", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("kind", "widgets") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Not parallel: the cases share the list and check it is unchanged.
+			p := newPeer(t, e, c.actor)
+			before, err := e.svc.ListYaps(e.ctx, owner, "", 200, true)
+			require.NoError(t, err)
+			lb, err := e.store.List(e.ctx, owner.List.Ref)
+			require.NoError(t, err)
+			require.NoError(t, p.send(func(d *yjs.Doc) { c.edit(t, d) }))
+			evs := p.sync()
+			require.Len(t, evs, 2, "the update and its compensation")
+			require.Nil(t, evs[1].Origin)
+			require.Equal(t, evs[0].Seq+1, evs[1].Seq)
+			after, err := e.svc.ListYaps(e.ctx, owner, "", 200, true)
+			require.NoError(t, err)
+			require.Equal(t, before.Yaps, after.Yaps)
+			la, err := e.store.List(e.ctx, owner.List.Ref)
+			require.NoError(t, err)
+			require.Equal(t, lb.Title, la.Title)
+			require.Equal(t, lb.Kind, la.Kind)
+			require.Equal(t, lb.DocVersion+2, la.DocVersion)
+			// The peer, having received the compensation, holds valid data again.
+			require.Equal(t, "Milk", text(t, ymap(t, p.doc, y.ID), "content").String())
+			require.Equal(t, "note", text(t, ymap(t, p.doc, n.ID), "body").String())
+			require.False(t, ymap(t, p.doc, y.ID).Has("body"))
+			title, _ := p.doc.GetMap("list").Get("title")
+			require.Equal(t, "Groceries", title)
+			// And a fresh client sees the same.
+			require.Equal(t, "Milk", text(t, ymap(t, docOf(t, e, owner), y.ID), "content").String())
+		})
+	}
+
+	t.Run("invalid new yap removed", func(t *testing.T) {
+		p := newPeer(t, e, agent)
+		require.NoError(t, p.send(func(d *yjs.Doc) {
+			m := yjs.NewMap()
+			m.Set("kind", "task")
+			m.Set("content", yjs.NewText("no status"))
+			d.GetMap("yaps").Set("bad-1", m)
+			m2 := yjs.NewMap()
+			m2.Set("kind", "note")
+			m2.Set("body", yjs.NewText("agents may not"))
+			d.GetMap("yaps").Set("bad-2", m2)
+			m3 := yjs.NewMap()
+			m3.Set("kind", "task")
+			m3.Set("status", "open")
+			m3.Set("content", yjs.NewText("bad id"))
+			d.GetMap("yaps").Set("not a valid id!", m3)
+		}))
+		p.sync()
+		for _, id := range []string{"bad-1", "bad-2", "not a valid id!"} {
+			_, ok := p.doc.GetMap("yaps").Get(id)
+			require.False(t, ok, id)
+			_, err := e.store.Yap(e.ctx, owner.List.Ref, id)
+			requireCode(t, yaps.ENOTFOUND, err)
+		}
+	})
+
+	t.Run("read-only actor", func(t *testing.T) {
+		viewer := e.actor(owner, yaps.RoleViewer)
+		p := newPeer(t, e, viewer)
+		lb, err := e.store.List(e.ctx, owner.List.Ref)
+		require.NoError(t, err)
+		requireCode(t, yaps.EFORBIDDEN, p.send(func(d *yjs.Doc) { ymap(t, d, y.ID).Set("status", "done") }))
+		la, err := e.store.List(e.ctx, owner.List.Ref)
+		require.NoError(t, err)
+		require.Equal(t, lb.DocVersion, la.DocVersion)
+		require.Empty(t, p.sync())
+	})
+}
+
+func TestMultiProcess(t *testing.T) {
+	t.Parallel()
+	e1 := newEnv(t)
+	s2, err := yaps.NewService(yaps.Config{Store: e1.store, Now: e1.clock.Now, PurgeInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	a := e1.list()
+	y, _, err := e1.svc.CreateYap(e1.ctx, a, yaps.KindTask, task("one"), "", nil)
+	require.NoError(t, err)
+	// Process 2 loads the document and edits; process 1 catches up inside its write.
+	_, err = s2.UpdateYap(e1.ctx, a, y.ID, yaps.YapFields{Content: yaps.Set("one two")}, "")
+	require.NoError(t, err)
+	_, err = e1.svc.UpdateYap(e1.ctx, a, y.ID, yaps.YapFields{Content: yaps.Set("one two three")}, "")
+	require.NoError(t, err)
+	var got []yaps.Event
+	var mu sync.Mutex
+	unsub := s2.Subscribe(func(ev yaps.Event) { mu.Lock(); got = append(got, ev); mu.Unlock() })
+	defer unsub()
+	require.NoError(t, s2.Refresh(e1.ctx, a.List.Ref))
+	mu.Lock()
+	require.Len(t, got, 1)
+	mu.Unlock()
+	snap, _, err := s2.Snapshot(e1.ctx, a, nil)
+	require.NoError(t, err)
+	d := yjs.NewDoc()
+	require.NoError(t, d.ApplyUpdate(snap, nil))
+	require.Equal(t, "one two three", text(t, ymap(t, d, y.ID), "content").String())
+	sv1, err := e1.svc.StateVector(e1.ctx, a.List.Ref)
+	require.NoError(t, err)
+	sv2, err := s2.StateVector(e1.ctx, a.List.Ref)
+	require.NoError(t, err)
+	require.Equal(t, sv1, sv2)
+	diff, err := s2.EncodeState(e1.ctx, a.List.Ref, sv1)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 0}, diff)
+}
+
+func TestCompaction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *yaps.Config) { c.CompactAfter = 5 })
+	a := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindNote, yaps.YapFields{Body: yaps.Set("")}, "", nil)
+	require.NoError(t, err)
+	body := ""
+	for i := range 12 {
+		body += string(rune('a' + i))
+		_, err := e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Body: yaps.Set(body)}, "")
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		n, err := e.store.UpdateCount(e.ctx, a.List.Ref)
+		return err == nil && n <= 6
+	}, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, e.svc.CompactNow(e.ctx, a.List.Ref))
+	n, err := e.store.UpdateCount(e.ctx, a.List.Ref)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	// A second process loads from the compacted state.
+	s2, err := yaps.NewService(yaps.Config{Store: e.store, Now: e.clock.Now, PurgeInterval: -1})
+	require.NoError(t, err)
+	defer s2.Close()
+	_, err = s2.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Body: yaps.Set(body + "!")}, "")
+	require.NoError(t, err)
+	got, err := e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Body: yaps.Set(body + "!?")}, "")
+	require.NoError(t, err)
+	require.Equal(t, body+"!?", got.Body)
+	l, err := e.store.List(e.ctx, a.List.Ref)
+	require.NoError(t, err)
+	require.EqualValues(t, 2+12+2, l.DocVersion)
+}
+
+func TestPollingAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	e1 := newEnv(t)
+	s2, err := yaps.NewService(yaps.Config{Store: e1.store, Now: e1.clock.Now, PurgeInterval: -1, PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	a := e1.list()
+	got := make(chan yaps.Event, 10)
+	unsub := s2.Subscribe(func(ev yaps.Event) {
+		if ev.Kind == yaps.EventDocUpdate {
+			got <- ev
+		}
+	})
+	defer unsub()
+	// A sync room on process 2 reads the state vector: the list is watched.
+	_, err = s2.StateVector(e1.ctx, a.List.Ref)
+	require.NoError(t, err)
+	y, _, err := e1.svc.CreateYap(e1.ctx, a, yaps.KindTask, task("from process 1"), "", nil)
+	require.NoError(t, err)
+	select {
+	case ev := <-got:
+		d := yjs.NewDoc()
+		snap, _, err := e1.svc.Snapshot(e1.ctx, a, nil)
+		require.NoError(t, err)
+		require.NoError(t, d.ApplyUpdate(snap, nil))
+		c := yjs.NewDoc()
+		full, err := s2.EncodeState(e1.ctx, a.List.Ref, nil)
+		require.NoError(t, err)
+		require.NoError(t, c.ApplyUpdate(full, nil))
+		require.Equal(t, d.ToJSON(), c.ToJSON())
+		require.EqualValues(t, 2, ev.Seq)
+		_ = y
+	case <-time.After(time.Second):
+		t.Fatal("process 2 did not see the write of process 1 within a second")
+	}
+}
+
+func TestPollingSeesRevocationsAndArchive(t *testing.T) {
+	t.Parallel()
+	e1 := newEnv(t)
+	s2, err := yaps.NewService(yaps.Config{Store: e1.store, Now: e1.clock.Now, PurgeInterval: -1, PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	owner := e1.list()
+	ed := e1.actor(owner, yaps.RoleEditor)
+	events := make(chan yaps.Event, 20)
+	unsub := s2.Subscribe(func(ev yaps.Event) {
+		if ev.Kind != yaps.EventDocUpdate {
+			events <- ev
+		}
+	})
+	defer unsub()
+	unpin := s2.Pin(owner.List.Ref)
+	defer unpin()
+	// Wait until the poller has seen the permissions once (its baseline):
+	// then the revocation of a throwaway code comes through.
+	for seen := false; !seen; {
+		tmp := e1.actor(owner, yaps.RoleViewer)
+		time.Sleep(50 * time.Millisecond) // a poll sees tmp (a slow machine retries)
+		require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, tmp.Permission.ID))
+		timeout := time.After(500 * time.Millisecond)
+	wait:
+		for {
+			select {
+			case ev := <-events:
+				if ev.Kind == yaps.EventCodeRevoked && ev.PermissionID == tmp.Permission.ID {
+					seen = true
+					break wait
+				}
+			case <-timeout:
+				break wait
+			}
+		}
+	}
+	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ed.Permission.ID))
+	require.NoError(t, e1.svc.ArchiveList(e1.ctx, owner))
+	seen := map[yaps.EventKind]yaps.Event{}
+	deadline := time.After(time.Second)
+	for len(seen) < 2 {
+		select {
+		case ev := <-events:
+			seen[ev.Kind] = ev
+		case <-deadline:
+			t.Fatalf("events seen on process 2: %v", seen)
+		}
+	}
+	require.Equal(t, ed.Permission.ID, seen[yaps.EventCodeRevoked].PermissionID)
+	require.Equal(t, owner.List.Ref, seen[yaps.EventListChanged].ListRef)
+}

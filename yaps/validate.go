@@ -1,0 +1,277 @@
+package yaps
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// Length limits (RULINGS R6). Lengths are counted in Unicode code points
+// (what utf8.RuneCountInString returns), not bytes and not UTF-16 units, so
+// "é" and "😀" each count 1.
+const (
+	MaxContentLen   = 1000   // task content
+	MaxTitleLen     = 1000   // note and event titles
+	MaxBodyLen      = 100000 // note body
+	MaxLocationLen  = 1000   // event location
+	MaxTags         = 50     // tags per yap
+	MaxTagLen       = 100    // characters per tag
+	MaxListTitleLen = 200    // list title
+	MaxLabelLen     = 200    // permission label
+)
+
+// Character rules. Every string must be valid UTF-8 (a lone UTF-16
+// surrogate from a sync client is invalid). One-line fields (task content,
+// titles, location, tags, list title, permission label) reject every C0
+// control character (U+0000–U+001F, including CR and LF) except TAB, and
+// DEL (U+007F). The note body is multi-line: it rejects the same characters
+// except LF and TAB (so CR, and with it CRLF, is rejected: clients send LF).
+
+func checkText(field, s string, max int, multiLine bool) error {
+	if !utf8.ValidString(s) {
+		return Errorf(EINVALID, "%s is not valid UTF-8 text", field)
+	}
+	// Byte by byte: in valid UTF-8 the control characters are single
+	// bytes, and bytes below 0x80 never occur inside a longer sequence.
+	// (This runs on every keystroke of a synced text.)
+	for i := 0; i < len(s); i++ {
+		if r := s[i]; r < 0x20 || r == 0x7f {
+			switch {
+			case r == '\t':
+			case r == '\n' && multiLine:
+			case r == '\n' || r == '\r':
+				return Errorf(EINVALID, "%s must be a single line", field)
+			default:
+				return Errorf(EINVALID, "%s contains a control character", field)
+			}
+		}
+	}
+	if len(s) > max && utf8.RuneCountInString(s) > max {
+		return Errorf(EINVALID, "%s is longer than %d characters", field, max)
+	}
+	return nil
+}
+
+func checkTags(tags []string) error {
+	if len(tags) > MaxTags {
+		return Errorf(EINVALID, "at most %d tags are allowed", MaxTags)
+	}
+	for _, t := range tags {
+		if t == "" {
+			return Errorf(EINVALID, "tags must not be empty")
+		}
+		if err := checkText("tag", t, MaxTagLen, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckListTitle validates a list title.
+func CheckListTitle(s string) error { return checkText("title", s, MaxListTitleLen, false) }
+
+// CheckLabel validates a permission label.
+func CheckLabel(s string) error { return checkText("label", s, MaxLabelLen, false) }
+
+// ValidateYap checks a complete yap: kind, the kind's required fields,
+// enums, lengths and character rules. It is applied to every yap before it
+// is projected, whether it came from HTTP or from a sync client.
+func ValidateYap(y *Yap) error {
+	if !ValidYapID(y.ID) {
+		return Errorf(EINVALID, "id must be 1 to 64 characters of A-Z a-z 0-9 _ -")
+	}
+	if y.CreatedAt.IsZero() || y.UpdatedAt.IsZero() {
+		return Errorf(EINVALID, "createdAt and updatedAt are required")
+	}
+	if err := checkTags(y.Tags); err != nil {
+		return err
+	}
+	switch y.Kind {
+	case KindTask:
+		if err := checkText("content", y.Content, MaxContentLen, false); err != nil {
+			return err
+		}
+		if !y.Status.Valid() {
+			return Errorf(EINVALID, "status must be one of open, in_progress, done, cancelled")
+		}
+		if y.Priority != nil && !y.Priority.Valid() {
+			return Errorf(EINVALID, "priority must be one of low, medium, high, urgent")
+		}
+		if y.Title != nil || y.Body != "" || y.StartsAt != nil || y.EndsAt != nil || y.Location != nil {
+			return Errorf(EINVALID, "wrong field for the kind task")
+		}
+	case KindNote:
+		if y.Title != nil {
+			if err := checkText("title", *y.Title, MaxTitleLen, false); err != nil {
+				return err
+			}
+		}
+		if err := checkText("body", y.Body, MaxBodyLen, true); err != nil {
+			return err
+		}
+		if y.Content != "" || y.Status != "" || y.Priority != nil || y.DueAt != nil ||
+			y.StartsAt != nil || y.EndsAt != nil || y.Location != nil {
+			return Errorf(EINVALID, "wrong field for the kind note")
+		}
+	case KindEvent:
+		if y.Title == nil {
+			return Errorf(EINVALID, "an event needs a title")
+		}
+		if err := checkText("title", *y.Title, MaxTitleLen, false); err != nil {
+			return err
+		}
+		if y.StartsAt == nil {
+			return Errorf(EINVALID, "an event needs startsAt")
+		}
+		if y.EndsAt != nil && y.EndsAt.Before(*y.StartsAt) {
+			return Errorf(EINVALID, "endsAt must not be before startsAt")
+		}
+		if y.Location != nil {
+			if err := checkText("location", *y.Location, MaxLocationLen, false); err != nil {
+				return err
+			}
+		}
+		if y.Content != "" || y.Status != "" || y.Priority != nil || y.DueAt != nil || y.Body != "" || len(y.Tags) > 0 {
+			return Errorf(EINVALID, "wrong field for the kind event")
+		}
+	default:
+		return Errorf(EINVALID, "kind must be one of task, note, event")
+	}
+	return nil
+}
+
+// kindFields says which members of YapFields belong to which kind.
+func wrongFields(kind Kind, f *YapFields) string {
+	type m struct {
+		name    string
+		present bool
+		kinds   []Kind
+	}
+	all := []m{
+		{"content", f.Content.Present, []Kind{KindTask}},
+		{"status", f.Status.Present, []Kind{KindTask}},
+		{"priority", f.Priority.Present, []Kind{KindTask}},
+		{"dueAt", f.DueAt.Present, []Kind{KindTask}},
+		{"tags", f.Tags.Present, []Kind{KindTask, KindNote}},
+		{"title", f.Title.Present, []Kind{KindNote, KindEvent}},
+		{"body", f.Body.Present, []Kind{KindNote}},
+		{"startsAt", f.StartsAt.Present, []Kind{KindEvent}},
+		{"endsAt", f.EndsAt.Present, []Kind{KindEvent}},
+		{"location", f.Location.Present, []Kind{KindEvent}},
+	}
+	for _, x := range all {
+		if !x.present {
+			continue
+		}
+		ok := false
+		for _, k := range x.kinds {
+			ok = ok || k == kind
+		}
+		if !ok {
+			return x.name
+		}
+	}
+	return ""
+}
+
+// applyFields checks client fields against kind and merges them into y
+// (create: y is a fresh yap of the kind; patch: y is a copy of the current
+// yap). It does not validate the result; call ValidateYap.
+func applyFields(y *Yap, f *YapFields, create bool) error {
+	if f.Kind.Present && (f.Kind.Null || f.Kind.Value != y.Kind) {
+		if create {
+			return Errorf(EINVALID, "kind does not match")
+		}
+		return Errorf(EINVALID, "a yap's kind cannot change")
+	}
+	if name := wrongFields(y.Kind, f); name != "" {
+		return Errorf(EINVALID, "wrong field for the kind %s: %s", y.Kind, name)
+	}
+	required := func(name string, present, null bool) error {
+		if null {
+			return Errorf(EINVALID, "%s cannot be null", name)
+		}
+		if create && !present {
+			return Errorf(EINVALID, "%s is required for a %s", name, y.Kind)
+		}
+		return nil
+	}
+	switch y.Kind {
+	case KindTask:
+		if err := required("content", f.Content.Present, f.Content.Null); err != nil {
+			return err
+		}
+		if err := required("status", f.Status.Present, f.Status.Null); err != nil {
+			return err
+		}
+		if f.Status.Present && !f.Status.Value.Valid() {
+			return Errorf(EINVALID, "status must be one of open, in_progress, done, cancelled")
+		}
+		if f.Priority.Present && !f.Priority.Null && !f.Priority.Value.Valid() {
+			return Errorf(EINVALID, "priority must be one of low, medium, high, urgent")
+		}
+	case KindNote:
+		if err := required("body", f.Body.Present, f.Body.Null); err != nil {
+			return err
+		}
+	case KindEvent:
+		if err := required("title", f.Title.Present, f.Title.Null); err != nil {
+			return err
+		}
+		if err := required("startsAt", f.StartsAt.Present, f.StartsAt.Null); err != nil {
+			return err
+		}
+	}
+	if f.DeletedAt.Present && !f.DeletedAt.Null {
+		return Errorf(EINVALID, "deletedAt can only be set to null (restore); DELETE the yap to delete it")
+	}
+	if f.Content.Present {
+		y.Content = f.Content.Value
+	}
+	if f.Status.Present {
+		y.Status = f.Status.Value
+	}
+	if f.Priority.Present {
+		y.Priority = ptrOrNil(f.Priority)
+	}
+	if f.DueAt.Present {
+		y.DueAt = timePtrOrNil(f.DueAt)
+	}
+	if f.Tags.Present {
+		y.Tags = nil
+		if !f.Tags.Null && len(f.Tags.Value) > 0 {
+			y.Tags = append([]string(nil), f.Tags.Value...)
+		}
+	}
+	if f.Title.Present {
+		y.Title = ptrOrNil(f.Title)
+	}
+	if f.Body.Present {
+		y.Body = f.Body.Value
+	}
+	if f.StartsAt.Present {
+		y.StartsAt = timePtrOrNil(f.StartsAt)
+	}
+	if f.EndsAt.Present {
+		y.EndsAt = timePtrOrNil(f.EndsAt)
+	}
+	if f.Location.Present {
+		y.Location = ptrOrNil(f.Location)
+	}
+	return nil
+}
+
+func ptrOrNil[T any](f Field[T]) *T {
+	if f.Null {
+		return nil
+	}
+	v := f.Value
+	return &v
+}
+
+func timePtrOrNil(f Field[time.Time]) *time.Time {
+	if f.Null {
+		return nil
+	}
+	t := Truncate(f.Value)
+	return &t
+}

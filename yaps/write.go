@@ -1,0 +1,298 @@
+package yaps
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// writeOp is the state of one write to a list, inside the store
+// transaction and the list's in-process lock.
+type writeOp struct {
+	s     *Service
+	tx    Tx
+	e     *docEntry
+	doc   *yjs.Doc
+	actor *Actor // nil for system work (purge)
+	list  List   // the list row as of the transaction start (caught up)
+
+	updates   [][]byte // document updates to append, in order
+	origins   []any    // origin of each update, for its Event
+	dirty     bool     // the in-memory document was changed
+	touched   map[string]bool
+	all       bool // re-project every yap, not just touched ones
+	audits    []*AuditEntry
+	listRow   bool // the list row changed outside the document (rollup, ...)
+	pending   pendingView
+	listEvent bool       // title, kind or archive state changed
+	auditKeys []auditKey // sync edit runs whose entry this write records
+	// valid holds yaps read and validated from the document as it is now
+	// (a sync update that needed no compensation), so commit projects
+	// them without reading and validating them again. Any edit clears it.
+	valid map[string]*Yap
+}
+
+var errReload = errors.New("yaps: document must be reloaded")
+
+// edit runs fn in one document transaction and records the update it made.
+func (w *writeOp) edit(fn func(), origin any) {
+	var got [][]byte
+	unsub := w.doc.OnUpdate(func(u []byte, _ any) { got = append(got, u) })
+	w.dirty = true
+	w.valid = nil
+	w.e.owners = nil // the edit may add or replace yaps and members
+	w.doc.Transact(func(*yjs.Transaction) { fn() }, origin)
+	unsub()
+	for _, u := range got {
+		w.updates = append(w.updates, u)
+		w.origins = append(w.origins, origin)
+	}
+}
+
+func (w *writeOp) touch(id string) {
+	if w.touched == nil {
+		w.touched = map[string]bool{}
+	}
+	w.touched[id] = true
+}
+
+func (w *writeOp) auditf(action, yapID, detail string) {
+	if w.actor != nil {
+		w.audits = append(w.audits, w.s.audit(w.actor, action, yapID, detail))
+	}
+}
+
+// auditKey names a run of sync edits: one code editing one yap.
+type auditKey struct{ perm, yap string }
+
+// auditSyncUpdate records a sync edit of an existing yap as "yap.update",
+// unless an entry recorded by this process for the same code and yap less
+// than Config.AuditCoalesce ago already stands for it (see Config). The
+// time is noted in finish, once the entry is committed.
+func (w *writeOp) auditSyncUpdate(id string) {
+	win := w.s.cfg.AuditCoalesce
+	if w.actor == nil {
+		return
+	}
+	if win < 0 {
+		w.auditf("yap.update", id, "sync")
+		return
+	}
+	k := auditKey{w.actor.Permission.ID, id}
+	now := w.s.now()
+	if at, ok := w.e.auditAt[k]; ok && now.Sub(at) < win && !now.Before(at) {
+		return
+	}
+	w.auditf("yap.update", id, w.s.coalesceDetail)
+	w.auditKeys = append(w.auditKeys, k)
+}
+
+// write is the single write path of every mutation of a list document, by
+// HTTP and sync alike: lock the list in this process, open the store
+// transaction (which serializes writers across processes), catch the cached
+// document up with updates other processes stored, run fn (which edits the
+// document through w.edit and validates), append the updates, project the
+// changed yaps and the list row, append audit entries, commit, then emit
+// events. If anything fails after the document was changed in memory, the
+// cached document is dropped so memory never diverges from the store.
+func (s *Service) write(ctx context.Context, ref string, a *Actor, fn func(w *writeOp) error) error {
+	e := s.docs.acquire(ref)
+	defer s.docs.release(e)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if e.doc == nil {
+			if err = s.load(ctx, e); err != nil {
+				return err
+			}
+		}
+		var w *writeOp
+		err = s.cfg.Store.Update(ctx, ref, func(tx Tx) error {
+			w = &writeOp{s: s, tx: tx, e: e, doc: e.doc, actor: a, list: *tx.List()}
+			if w.list.DocVersion < e.seq {
+				return errReload
+			}
+			if w.list.DocVersion > e.seq {
+				ups, err := tx.UpdatesSince(e.seq)
+				if IsCode(err, ENOTFOUND) {
+					return errReload
+				}
+				if err != nil {
+					return err
+				}
+				if err := s.applyLogged(e, ups); err != nil {
+					s.log.Error("yaps: catching up a list document failed; reloading", "list", ref, "err", err)
+					return errReload // the document may be half caught up
+				}
+			}
+			if a != nil {
+				if err := s.stillActive(tx, a); err != nil {
+					return err
+				}
+			}
+			if err := fn(w); err != nil {
+				return err
+			}
+			return w.commit()
+		})
+		if errors.Is(err, errReload) {
+			e.drop()
+			continue
+		}
+		if err != nil {
+			if w != nil && w.dirty {
+				e.drop()
+			}
+			return err
+		}
+		w.finish()
+		return nil
+	}
+	return internal(err, "could not write the list")
+}
+
+// pending holds what finish applies to the cache after the commit.
+type pendingView struct {
+	seqs []int64
+	view map[string]*Yap
+	list listFields
+}
+
+// commit appends the updates and projects the changes (inside the tx).
+func (w *writeOp) commit() error {
+	e, s := w.e, w.s
+	var seqs []int64
+	for _, u := range w.updates {
+		seq, err := w.tx.AppendUpdate(u)
+		if err != nil {
+			return err
+		}
+		seqs = append(seqs, seq)
+	}
+	// The view is updated in place: if the transaction fails after this,
+	// the entry is dropped (w.dirty) and the view with it.
+	view := e.view
+	if w.dirty {
+		if view == nil {
+			view = map[string]*Yap{}
+			e.view = view
+		}
+		ids := w.touched
+		if w.all {
+			ids = map[string]bool{}
+			for id := range e.view {
+				ids[id] = true
+			}
+			for _, id := range w.doc.GetMap(rootYaps).Keys() {
+				ids[id] = true
+			}
+		}
+		ym := w.doc.GetMap(rootYaps)
+		for _, id := range slices.Sorted(maps.Keys(ids)) {
+			y := w.valid[id]
+			if v, ok := ym.Get(id); ok && y == nil {
+				if yy, err := readYap(e.ref, id, v); err == nil && ValidateYap(yy) == nil {
+					y = yy
+				} else {
+					s.log.Error("yaps: invalid yap left in a document after validation", "list", e.ref, "yap", id)
+				}
+			}
+			old := view[id]
+			switch {
+			case y == nil && old != nil:
+				if err := w.tx.DeleteYap(id); err != nil && !IsCode(err, ENOTFOUND) {
+					return err
+				}
+				delete(view, id)
+			case y != nil && !sameYap(y, old):
+				if err := w.tx.PutYap(y); err != nil {
+					return err
+				}
+				view[id] = y
+			}
+		}
+	}
+	lf := e.list
+	if w.dirty {
+		nl, err := readList(w.doc)
+		if err != nil {
+			s.log.Error("yaps: invalid list root left in a document after validation", "list", e.ref, "err", err)
+		} else {
+			lf = nl
+		}
+	}
+	if lf.Title != e.list.Title || lf.Kind != e.list.Kind || !sameTime(lf.ArchivedAt, e.list.ArchivedAt) {
+		w.listEvent = true
+	}
+	if len(seqs) > 0 || w.listRow {
+		l := w.list
+		l.Title, l.Kind, l.ArchivedAt = lf.Title, lf.Kind, lf.ArchivedAt
+		l.UpdatedAt = s.now()
+		if len(seqs) > 0 {
+			l.DocVersion = seqs[len(seqs)-1]
+		}
+		if err := w.tx.SaveList(&l); err != nil {
+			return err
+		}
+		w.list = l
+	}
+	for _, a := range w.audits {
+		if err := w.tx.AppendAudit(a); err != nil {
+			return err
+		}
+	}
+	w.pending = pendingView{seqs: seqs, view: view, list: lf}
+	return nil
+}
+
+// finish updates the cache and emits events after the commit.
+func (w *writeOp) finish() {
+	e, p := w.e, w.pending
+	if len(p.seqs) > 0 {
+		e.seq = p.seqs[len(p.seqs)-1]
+		e.sinceState += int64(len(p.seqs))
+	}
+	e.view, e.list = p.view, p.list
+	if len(w.auditKeys) > 0 {
+		now := w.s.now()
+		if e.auditAt == nil {
+			e.auditAt = map[auditKey]time.Time{}
+		} else if len(e.auditAt) >= 1024 {
+			for k, at := range e.auditAt {
+				if now.Sub(at) >= w.s.cfg.AuditCoalesce {
+					delete(e.auditAt, k)
+				}
+			}
+		}
+		for _, k := range w.auditKeys {
+			e.auditAt[k] = now
+		}
+	}
+	for i, u := range w.updates {
+		w.s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: p.seqs[i], Update: u, Origin: w.origins[i]})
+	}
+	if w.listRow || w.listEvent {
+		w.s.emit(Event{Kind: EventListChanged, ListRef: e.ref})
+	}
+	// Other processes: the document notice makes them catch up (and see
+	// title, kind or archive changes in the document); a list row change
+	// outside the document needs its own notice.
+	if len(p.seqs) > 0 {
+		w.s.notify(Notice{Kind: NoticeDoc, ListRef: e.ref, Seq: e.seq})
+	}
+	if w.listRow {
+		w.s.notify(Notice{Kind: NoticeList, ListRef: e.ref})
+	}
+	if c := w.s.cfg.CompactAfter; c > 0 && e.sinceState > int64(c) && !e.compacting {
+		select {
+		case <-w.s.stop: // closing: the next process compacts
+		default:
+			e.compacting = true
+			w.s.wg.Add(1)
+			go w.s.compactAsync(e.ref)
+		}
+	}
+}

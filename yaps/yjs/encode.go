@@ -1,0 +1,241 @@
+package yjs
+
+import (
+	"fmt"
+	"sort"
+)
+
+// writeItem encodes one struct starting at offset (Yjs Item.write / GC.write).
+func writeItem(e *encoder, it *item, offset int) { writeStruct(e, it, nil, offset) }
+
+// writeStruct writes it; pr, when not nil, supplies the parent of an item
+// that is not integrated into a document (merge and diff of raw updates).
+func writeStruct(e *encoder, it *item, pr *parentRef, offset int) {
+	if it.content.kind == kindSkip {
+		e.writeByte(10)
+		e.writeVarUint(uint64(it.length - offset))
+		return
+	}
+	if it.isGC() {
+		e.writeByte(0)
+		e.writeVarUint(uint64(it.length - offset))
+		return
+	}
+	hasOrigin := it.hasOrigin() || offset > 0
+	origin := it.origin
+	if offset > 0 {
+		origin = id{it.id.client, it.id.clock + offset - 1}
+	}
+	info := it.content.kind & 0x1f
+	if hasOrigin {
+		info |= 0x80
+	}
+	if it.hasRightOrigin() {
+		info |= 0x40
+	}
+	if it.hasParentSub() {
+		info |= 0x20
+	}
+	e.writeByte(info)
+	if hasOrigin {
+		e.writeVarUint(origin.client)
+		e.writeVarUint(uint64(origin.clock))
+	}
+	if it.hasRightOrigin() {
+		e.writeVarUint(it.rightOrigin.client)
+		e.writeVarUint(uint64(it.rightOrigin.clock))
+	}
+	if !hasOrigin && !it.hasRightOrigin() {
+		if pr != nil {
+			if pr.kind == parentByName {
+				e.writeByte(1)
+				e.writeVarString(pr.name)
+			} else {
+				e.writeByte(0)
+				e.writeVarUint(pr.id.client)
+				e.writeVarUint(uint64(pr.id.clock))
+			}
+		} else if p := it.parent; p.item == nil {
+			e.writeByte(1)
+			e.writeVarString(p.name)
+		} else {
+			e.writeByte(0)
+			e.writeVarUint(p.item.id.client)
+			e.writeVarUint(uint64(p.item.id.clock))
+		}
+		if it.hasParentSub() {
+			e.writeVarString(it.parentSub)
+		}
+	}
+	it.content.write(e, offset, it.length)
+}
+
+// writeClientsStructs writes all structs the given state vector lacks.
+func (d *Doc) writeClientsStructs(e *encoder, sv map[uint64]int) {
+	starts := make(map[uint64]int, len(d.store.clients))
+	for c, cs := range d.store.clients {
+		clock, ok := sv[c]
+		if !ok {
+			starts[c] = 0
+		} else if cs.state() > clock {
+			starts[c] = clock
+		}
+	}
+	e.writeVarUint(uint64(len(starts)))
+	for _, c := range sortedClients(starts) {
+		d.writeClientRun(e, d.store.clients[c], starts[c])
+	}
+}
+
+// writeClientRun writes one client's structs from clock on.
+func (d *Doc) writeClientRun(e *encoder, cs *clientStructs, clock int) {
+	clock = max(clock, cs.first().id.clock)
+	first := cs.findIndex(clock)
+	e.writeVarUint(uint64(cs.len() - first))
+	e.writeVarUint(cs.client)
+	e.writeVarUint(uint64(clock))
+	fc, fo := cs.locate(first)
+	for ci := fc; ci < len(cs.chunks); ci++ {
+		for _, en := range cs.chunks[ci][fo:] {
+			writeItem(e, en.it, max(clock-en.clock, 0))
+		}
+		fo = 0
+	}
+}
+
+// encodedSizeHint estimates the size of the full update so that encoding
+// fills a single buffer.
+func (d *Doc) encodedSizeHint() int {
+	n := 64
+	for _, cs := range d.store.order {
+		n += 16 + 24*cs.len()
+		for _, ch := range cs.chunks {
+			for _, en := range ch {
+				if en.it.content.kind == kindString {
+					n += len(en.it.content.str)
+				}
+			}
+		}
+	}
+	return n
+}
+
+// writeTouchedStructs writes the structs a transaction added.
+func (d *Doc) writeTouchedStructs(e *encoder, tx *Transaction) {
+	type run struct {
+		cs    *clientStructs
+		clock int
+	}
+	var runs []run
+	for i, b := range tx.touched {
+		if tx.afterState[i].clock > b.clock {
+			runs = append(runs, run{d.store.clients[b.client], b.clock})
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].cs.client > runs[j].cs.client })
+	e.writeVarUint(uint64(len(runs)))
+	for _, r := range runs {
+		d.writeClientRun(e, r.cs, r.clock)
+	}
+}
+
+// deleteSetFromStore collects the deleted ranges of the whole store.
+func (d *Doc) deleteSetFromStore() deleteSet {
+	var ds deleteSet
+	for _, cs := range d.store.order {
+		c := cs.client
+		var ranges []delRange
+		for _, ch := range cs.chunks {
+			for _, en := range ch {
+				st := en.it
+				if !st.deleted() {
+					continue
+				}
+				if n := len(ranges); n > 0 && ranges[n-1].clock+ranges[n-1].length == st.id.clock {
+					ranges[n-1].length += st.length // extends the previous run
+				} else {
+					ranges = append(ranges, delRange{st.id.clock, st.length})
+				}
+			}
+		}
+		if len(ranges) > 0 {
+			ds.clients = append(ds.clients, clientDels{c, ranges})
+		}
+	}
+	return ds
+}
+
+// EncodeStateAsUpdate encodes everything the given encoded state vector
+// lacks (everything when sv is empty) as a v1 update.
+func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
+	sv := map[uint64]int{}
+	if len(stateVector) > 0 {
+		var err error
+		if sv, err = decodeStateVector(stateVector); err != nil {
+			return nil, err
+		}
+	}
+	e := encoder{buf: make([]byte, 0, d.encodedSizeHint())}
+	d.writeClientsStructs(&e, sv)
+	ds := d.deleteSetFromStore()
+	ds.write(&e)
+	if d.pendingDs == nil && d.pendingStructs == nil {
+		return e.buf, nil
+	}
+	updates := [][]byte{e.buf}
+	if d.pendingDs != nil {
+		updates = append(updates, d.pendingDs)
+	}
+	if d.pendingStructs != nil {
+		diff, err := DiffUpdate(d.pendingStructs.update, stateVector)
+		if err != nil {
+			return nil, err
+		}
+		updates = append(updates, diff)
+	}
+	return MergeUpdates(updates)
+}
+
+// EncodeStateVector encodes a state vector (clients in descending order, like Yjs).
+func EncodeStateVector(sv map[uint64]uint64) []byte {
+	var e encoder
+	e.writeVarUint(uint64(len(sv)))
+	for _, c := range sortedClients(sv) {
+		e.writeVarUint(c)
+		e.writeVarUint(sv[c])
+	}
+	return e.buf
+}
+
+// DecodeStateVector decodes an encoded state vector.
+func DecodeStateVector(sv []byte) (map[uint64]uint64, error) {
+	m, err := decodeStateVector(sv)
+	if err != nil {
+		return nil, err
+	}
+	return svToPublic(m), nil
+}
+
+func decodeStateVector(sv []byte) (map[uint64]int, error) {
+	d := decoder{buf: sv}
+	if len(sv) == 0 {
+		return map[uint64]int{}, nil
+	}
+	n, err := d.readCount(2)
+	if err != nil {
+		return nil, fmt.Errorf("state vector: %w", err)
+	}
+	m := make(map[uint64]int, n)
+	for i := 0; i < n; i++ {
+		c, err := d.readClient()
+		if err != nil {
+			return nil, fmt.Errorf("state vector: %w", err)
+		}
+		clock, err := d.readInt()
+		if err != nil {
+			return nil, fmt.Errorf("state vector: %w", err)
+		}
+		m[c] = clock
+	}
+	return m, nil
+}

@@ -1,0 +1,34 @@
+package yjs_test
+
+import (
+	"fmt"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// Two documents exchange updates and converge.
+func Example() {
+	alice := yjs.NewDoc(yjs.WithClientID(1))
+	bob := yjs.NewDoc(yjs.WithClientID(2))
+
+	// forward every local change of alice to bob
+	alice.OnUpdate(func(update []byte, origin any) {
+		if err := bob.ApplyUpdate(update, "alice"); err != nil {
+			panic(err)
+		}
+	})
+
+	alice.Transact(func(tx *yjs.Transaction) {
+		alice.GetText("title").Insert(0, "Hello", nil)
+		alice.GetMap("meta").Set("likes", 3)
+	}, nil)
+	alice.GetText("title").Insert(5, " World", map[string]any{"bold": true})
+
+	title := bob.GetText("title")
+	likes, _ := bob.GetMap("meta").Get("likes")
+	fmt.Println(title.String(), likes)
+	fmt.Println(title.ToDelta())
+	// Output:
+	// Hello World 3
+	// [{"insert":"Hello"} {"insert":" World","attributes":{"bold":true}}]
+}
