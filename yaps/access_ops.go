@@ -34,7 +34,11 @@ func (s *Service) Authenticate(ctx context.Context, ref, code string) (*Actor, e
 	h := []byte(nil)
 	if code != "" && WellFormedCode(code) {
 		h = HashSecret(code)
+		if l, p, ok := s.auth.get(ref, h); ok {
+			return &Actor{List: l, Permission: p}, nil
+		}
 	}
+	ticket := s.auth.ticket()
 	if las, ok := s.cfg.Store.(ListAuthStore); ok && h != nil {
 		// One query for the list and the code's permission.
 		if l, p, err = las.ListWithPermission(ctx, ref, h); err != nil {
@@ -68,6 +72,7 @@ func (s *Service) Authenticate(ctx context.Context, ref, code string) (*Actor, e
 	if !p.Active() {
 		return nil, Errorf(EUNAUTHORIZED, "the permission code was revoked")
 	}
+	s.auth.fill(ticket, l, p)
 	return &Actor{List: l, Permission: p}, nil
 }
 
@@ -195,6 +200,7 @@ func (s *Service) RevokePermission(ctx context.Context, a *Actor, id string) err
 		return internal(err, "could not revoke the permission")
 	}
 	if revoked {
+		s.auth.forget(a.List.Ref)
 		s.emit(Event{Kind: EventCodeRevoked, ListRef: a.List.Ref, PermissionID: id})
 		s.notify(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: id})
 	}
@@ -232,6 +238,7 @@ func (s *Service) RotateOwner(ctx context.Context, a *Actor) (string, error) {
 	if err != nil {
 		return "", internal(err, "could not rotate the owner code")
 	}
+	s.auth.forget(a.List.Ref)
 	s.emit(Event{Kind: EventCodeRevoked, ListRef: a.List.Ref, PermissionID: old})
 	s.notify(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: old})
 	return code, nil
@@ -248,6 +255,10 @@ func (s *Service) Rollup(ctx context.Context, a *Actor, acct *Account) (merged b
 	if acct == nil || acct.ID == "" {
 		return false, Errorf(EUNAUTHORIZED, "an account credential is required for rollup")
 	}
+	// The list's lock orders this list row change with the write path's,
+	// which update the auth cache's copy of the row after their commits.
+	e := s.docs.acquire(a.List.Ref)
+	defer s.docs.release(e)
 	err = s.cfg.Store.Update(ctx, a.List.Ref, func(tx Tx) error {
 		if err := s.stillActive(tx, a); err != nil {
 			return err
@@ -272,6 +283,7 @@ func (s *Service) Rollup(ctx context.Context, a *Actor, acct *Account) (merged b
 		return false, internal(err, "could not roll up the list")
 	}
 	if merged {
+		s.auth.forget(a.List.Ref)
 		s.emit(Event{Kind: EventListChanged, ListRef: a.List.Ref})
 		s.notify(Notice{Kind: NoticeList, ListRef: a.List.Ref})
 	}

@@ -18,6 +18,7 @@ const (
 	DefaultPurgeInterval    = time.Hour
 	DefaultPollInterval     = 500 * time.Millisecond
 	DefaultAuditCoalesce    = 10 * time.Second
+	DefaultAuthCacheTTL     = time.Second
 	// DefaultNotifyPollInterval is the poll interval with a Notifier,
 	// which makes polling a fallback for lost notices.
 	DefaultNotifyPollInterval = 5 * time.Second
@@ -66,6 +67,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AuditCoalesce == 0 {
 		c.AuditCoalesce = DefaultAuditCoalesce
+	}
+	if c.AuthCacheTTL == 0 {
+		c.AuthCacheTTL = DefaultAuthCacheTTL
 	}
 	if c.Render == nil {
 		c.Render = RenderJSON

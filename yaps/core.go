@@ -22,6 +22,7 @@ func NewService(cfg Config) (*Service, error) {
 		stop: make(chan struct{}),
 	}
 	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocIdleTimeout)
+	s.auth = newAuthCache(cfg.AuthCacheTTL)
 	s.coalesceDetail = "sync"
 	if cfg.AuditCoalesce > 0 {
 		s.coalesceDetail = "sync, coalescing " + cfg.AuditCoalesce.String()

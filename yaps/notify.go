@@ -233,6 +233,14 @@ func (s *Service) listener() {
 // to their events, and reads and writes catch up with the store anyway.
 func (s *Service) onNotice(n Notice) {
 	switch n.Kind {
+	case NoticeDoc, NoticePermission, NoticeList:
+		// Whether or not anyone here watches the list, reads must not
+		// trust what they cached of it.
+		s.auth.forget(n.ListRef)
+	case NoticeResync:
+		s.auth.clear()
+	}
+	switch n.Kind {
 	case NoticeAwareness:
 		if s.docs.interested(n.ListRef) {
 			s.emit(Event{Kind: EventAwareness, ListRef: n.ListRef, Update: n.Payload})

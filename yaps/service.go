@@ -53,6 +53,15 @@ type Config struct {
 	// AuditCoalesce, at one entry per window instead of one per keystroke.
 	// Default: 10s; negative records every sync update (Detail "sync").
 	AuditCoalesce time.Duration
+	// AuthCacheTTL is how long this process answers reads for a code it
+	// verified (and shows the list row it read with it) without asking the
+	// store again. Revocations, rotations and list changes made through
+	// this process, or announced by another one through the Notifier, take
+	// effect at once; the TTL only bounds how long a change another
+	// process made without a Notifier goes unseen by reads here (writes
+	// always re-check the code and the archive state inside their own
+	// transaction). Default: 1s; negative disables the cache.
+	AuthCacheTTL time.Duration
 	// Notifier carries notices between processes sharing the database
 	// (store/pgnotify on Postgres): after each commit the Service
 	// publishes one (document seq, revoked permission, list row change),
@@ -83,6 +92,7 @@ type Service struct {
 	log *slog.Logger
 
 	docs *docCache
+	auth *authCache
 
 	subMu  sync.RWMutex
 	subs   map[int]func(Event)

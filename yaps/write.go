@@ -256,6 +256,9 @@ func (w *writeOp) finish() {
 		e.sinceState += int64(len(p.seqs))
 	}
 	e.view, e.list = p.view, p.list
+	if len(p.seqs) > 0 || w.listRow {
+		w.s.auth.listWritten(&w.list)
+	}
 	if len(w.auditKeys) > 0 {
 		now := w.s.now()
 		if e.auditAt == nil {

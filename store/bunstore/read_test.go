@@ -15,7 +15,9 @@ import (
 
 // Authenticate through ListWithPermission (one joined query): every answer
 // as with List + PermissionByHash, and a revocation by another process
-// (a second store on the same database) takes effect at once.
+// (a second store on the same database) takes effect at once. The
+// services' auth cache is off: this is about what the store answers (the
+// cache, and how notices and its TTL bound it, is tested in yaps).
 func TestListWithPermission(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range map[string]func(t *testing.T) string{
@@ -29,7 +31,7 @@ func TestListWithPermission(t *testing.T) {
 			s1, s2 := open(t, d), open(t, d)
 			var _ yaps.ListAuthStore = s1
 			svc := func(st yaps.Store) *yaps.Service {
-				v, err := yaps.NewService(yaps.Config{Store: st, Limiter: yaps.Unlimited{}, PurgeInterval: -1,
+				v, err := yaps.NewService(yaps.Config{Store: st, Limiter: yaps.Unlimited{}, PurgeInterval: -1, AuthCacheTTL: -1,
 					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = v.Close() })
