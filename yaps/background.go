@@ -78,7 +78,7 @@ func (s *Service) compact(ctx context.Context, ref string, force bool) error {
 	if e.doc == nil {
 		return nil
 	}
-	if !force && e.sinceState <= int64(s.cfg.CompactAfter) {
+	if !force && !s.compactDue(e) {
 		return nil
 	}
 	if e.sinceState == 0 {
@@ -91,8 +91,19 @@ func (s *Service) compact(ctx context.Context, ref string, force bool) error {
 	if err := s.cfg.Store.CompactDoc(ctx, ref, e.seq, state); err != nil {
 		return err
 	}
-	e.sinceState = 0
+	e.sinceState, e.sinceBytes, e.stateBytes = 0, 0, int64(len(state))
 	return nil
+}
+
+// compactDue reports whether the entry's update log is due for compaction
+// (see Config.CompactAfter): more than CompactAfter updates that add up to
+// at least half the state's size, or more than 16×CompactAfter updates.
+// The size condition keeps the cost of compaction, which rewrites the
+// whole state, proportional to what was written: a list that has grown
+// large is compacted less often instead of costing more per write.
+func (s *Service) compactDue(e *docEntry) bool {
+	c := int64(s.cfg.CompactAfter)
+	return e.sinceState > c && (2*e.sinceBytes >= e.stateBytes || e.sinceState > 16*c)
 }
 
 // CompactNow compacts the list's document at once (for tests and tools).

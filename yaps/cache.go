@@ -22,6 +22,8 @@ type docEntry struct {
 	view       map[string]*Yap // valid yaps of doc, as projected into the store
 	list       listFields      // list root of doc
 	sinceState int64           // updates after the compacted state (for compaction)
+	sinceBytes int64           // their size in bytes
+	stateBytes int64           // size of the compacted state
 	compacting bool
 	stale      bool                   // doc was dropped: rooms may lack what the reload finds
 	perms      map[string]bool        // active permission ids seen by the poller
@@ -195,6 +197,7 @@ func (e *docEntry) drop() {
 		e.stale = true
 	}
 	e.doc, e.seq, e.view, e.list, e.sinceState, e.owners = nil, 0, nil, listFields{}, 0, nil
+	e.sinceBytes, e.stateBytes = 0, 0
 }
 
 // ownerIndex returns (building it if needed) the map from each yap's Y.Map
@@ -246,6 +249,10 @@ func (s *Service) load(ctx context.Context, e *docEntry) error {
 	}
 	old := e.doc
 	e.doc, e.seq, e.sinceState, e.owners = d, dl.LastSeq, int64(len(dl.Updates)), nil
+	e.stateBytes, e.sinceBytes = int64(len(dl.State)), 0
+	for _, u := range dl.Updates {
+		e.sinceBytes += int64(len(u))
+	}
 	e.view, _ = projectDoc(e.ref, d)
 	e.list, _ = readList(d)
 	switch {
@@ -278,6 +285,7 @@ func (s *Service) applyLogged(e *docEntry, updates [][]byte) error {
 		}
 		e.seq++
 		e.sinceState++
+		e.sinceBytes += int64(len(u))
 		s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: e.seq, Update: u})
 	}
 	if len(updates) > 0 {

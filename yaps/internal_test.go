@@ -190,3 +190,23 @@ func TestSameYapMatchesETag(t *testing.T) {
 	require.True(t, sameYap(nil, nil))
 	require.False(t, sameYap(base(), nil))
 }
+
+func TestCompactDue(t *testing.T) {
+	t.Parallel()
+	s := &Service{cfg: Config{CompactAfter: 200}}
+	for _, c := range []struct {
+		name                          string
+		since, sinceBytes, stateBytes int64
+		want                          bool
+	}{
+		{"few updates", 200, 1 << 20, 0, false},
+		{"new list", 201, 4000, 0, true},
+		{"small next to the state", 201, 4999, 10000, false},
+		{"half the state", 201, 5000, 10000, true},
+		{"large state, many small updates", 3200, 100, 1 << 30, false},
+		{"past 16x CompactAfter", 3201, 100, 1 << 30, true},
+	} {
+		e := &docEntry{sinceState: c.since, sinceBytes: c.sinceBytes, stateBytes: c.stateBytes}
+		require.Equal(t, c.want, s.compactDue(e), c.name)
+	}
+}

@@ -103,7 +103,7 @@ func (s *Service) CreateList(ctx context.Context, in CreateListInput) (*CreatedL
 	}
 	e := s.docs.acquire(l.Ref)
 	if e.doc == nil {
-		e.doc, e.seq, e.sinceState = d, 1, 1
+		e.doc, e.seq, e.sinceState, e.sinceBytes, e.stateBytes = d, 1, 1, int64(len(first)), 0
 		e.view, e.list = map[string]*Yap{}, listFields{Title: title, Kind: kind}
 	}
 	s.docs.release(e)

@@ -23,8 +23,12 @@ type Config struct {
 	// DeletedRetention is how long a soft-deleted yap can be restored before
 	// it is purged. Default: 30 days.
 	DeletedRetention time.Duration
-	// CompactAfter is the number of logged updates after which a list's
-	// document is compacted in the background. Default: 200.
+	// CompactAfter decides when a list's update log is compacted into its
+	// document state in the background: once more than CompactAfter
+	// updates were logged since the last compaction and they add up to at
+	// least half the state's size (so large documents are not rewritten
+	// for every few hundred small edits), or once more than 16×CompactAfter
+	// were logged (which bounds the updates a load replays). Default: 200.
 	CompactAfter int
 	// Logger receives operational logs; it never sees codes or keys.
 	// Default: slog.Default().

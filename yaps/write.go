@@ -254,6 +254,9 @@ func (w *writeOp) finish() {
 	if len(p.seqs) > 0 {
 		e.seq = p.seqs[len(p.seqs)-1]
 		e.sinceState += int64(len(p.seqs))
+		for _, u := range w.updates {
+			e.sinceBytes += int64(len(u))
+		}
 	}
 	e.view, e.list = p.view, p.list
 	if len(p.seqs) > 0 || w.listRow {
@@ -289,7 +292,7 @@ func (w *writeOp) finish() {
 	if w.listRow {
 		w.s.notify(Notice{Kind: NoticeList, ListRef: e.ref})
 	}
-	if c := w.s.cfg.CompactAfter; c > 0 && e.sinceState > int64(c) && !e.compacting {
+	if w.s.compactDue(e) && !e.compacting {
 		select {
 		case <-w.s.stop: // closing: the next process compacts
 		default:
