@@ -38,7 +38,7 @@ func BenchmarkPostgres(b *testing.B) {
 
 var benchSeq atomic.Int64
 
-func benchList(b *testing.B, s *bunstore.Store, yapCount int) string {
+func benchList(b testing.TB, s *bunstore.Store, yapCount int) string {
 	b.Helper()
 	ctx := context.Background()
 	now := time.Now()

@@ -113,6 +113,14 @@ func (s *Store) writerLocked(ctx context.Context) (*writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Checkpoints run beside the writer, not in its commits (checkpoint.go).
+	if _, err := c.ExecContext(ctx, "PRAGMA wal_autocheckpoint=0"); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if s.ckpt == nil {
+		s.startCheckpointer()
+	}
 	s.writer = &writer{conn: c, stmts: map[string]*sql.Stmt{}}
 	return s.writer, nil
 }

@@ -217,6 +217,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 		return
 	}
 	open = false
+	s.ckpt.committed()
 }
 
 // call runs r.fn and records its error or panic.

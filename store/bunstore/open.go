@@ -45,6 +45,7 @@ type Store struct {
 	writeMu sync.Mutex
 	writer  *writer // SQLite file: the write connection (db.go), under writeMu
 	group   writeGroup
+	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go
 }
@@ -282,6 +283,11 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 
 // Close closes the database if Open opened it.
 func (s *Store) Close() error {
+	s.writeMu.Lock()
+	ck := s.ckpt
+	s.ckpt = nil
+	s.writeMu.Unlock()
+	ck.close()
 	s.closeStmts()
 	if !s.ownsDB {
 		return nil
