@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// background runs the purge and compaction every interval (if > 0) and
-// evicts idle documents, until Close.
+// background runs the purge, the idempotency prune and compaction every
+// interval (if > 0) and evicts idle documents, until Close.
 func (s *Service) background(interval time.Duration) {
 	defer s.wg.Done()
 	var purge <-chan time.Time // nil: purge and compaction ticker disabled
@@ -31,6 +31,13 @@ func (s *Service) background(interval time.Duration) {
 				s.log.Error("yaps: purge failed", "err", err, "purged", n)
 			} else if n > 0 {
 				s.log.Info("yaps: purged deleted yaps", "purged", n)
+			}
+			if n, err := s.PruneIdempotency(ctx); err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("yaps: pruning idempotency records failed", "err", err, "pruned", n)
+				}
+			} else {
+				s.log.Debug("yaps: pruned expired idempotency records", "pruned", n)
 			}
 			for _, ref := range s.docs.refs() {
 				if err := s.compact(ctx, ref, false); err != nil && ctx.Err() == nil {

@@ -19,6 +19,9 @@ const (
 	DefaultPollInterval     = 500 * time.Millisecond
 	DefaultAuditCoalesce    = 10 * time.Second
 	DefaultAuthCacheTTL     = time.Second
+	// DefaultIdempotencyRetention is how long an Idempotency-Key replays
+	// its first answer.
+	DefaultIdempotencyRetention = 24 * time.Hour
 	// DefaultNotifyPollInterval is the poll interval with a Notifier,
 	// which makes polling a fallback for lost notices.
 	DefaultNotifyPollInterval = 5 * time.Second
@@ -70,6 +73,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AuthCacheTTL == 0 {
 		c.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if c.IdempotencyRetention == 0 {
+		c.IdempotencyRetention = DefaultIdempotencyRetention
 	}
 	if c.Render == nil {
 		c.Render = RenderJSON

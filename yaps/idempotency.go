@@ -1,11 +1,13 @@
 package yaps
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"time"
 )
 
 // Idempotency records replay the first answer, and the first answer to
@@ -62,4 +64,51 @@ func openRecord(rec *IdempotencyRecord, scope, key string) (*IdempotencyRecord, 
 	opened.Key = key
 	opened.Body = body
 	return &opened, nil
+}
+
+// Records expire after Config.IdempotencyRetention. An expired record is
+// absent to replay whether or not the background prune deleted it yet, and
+// a new record with its key replaces it (IdempotencyRecord.ReplaceBefore),
+// so a retry after the retention deterministically creates a new item.
+
+// idemCutoff returns the time before which a record created has expired,
+// as of now: millisecond-precise like stored times, so the service and the
+// store agree on the boundary. Zero when records never expire.
+func (s *Service) idemCutoff(now time.Time) time.Time {
+	if s.cfg.IdempotencyRetention < 0 {
+		return time.Time{}
+	}
+	return Truncate(now.Add(-s.cfg.IdempotencyRetention))
+}
+
+// idemExpired reports whether a stored record has outlived the retention.
+func (s *Service) idemExpired(rec *IdempotencyRecord) bool {
+	cut := s.idemCutoff(s.now())
+	return !cut.IsZero() && rec.CreatedAt.Before(cut)
+}
+
+// idemPruneBatch is how many records PruneIdempotency deletes per store
+// call, which bounds how long one call holds the (SQLite) write lock.
+const idemPruneBatch = 1000
+
+// PruneIdempotency deletes the idempotency records older than
+// IdempotencyRetention (Config.Now decides "now") and returns how many it
+// deleted; with a negative retention it does nothing. The background
+// ticker calls it after Purge; tests call it directly.
+func (s *Service) PruneIdempotency(ctx context.Context) (int, error) {
+	cut := s.idemCutoff(s.now())
+	if cut.IsZero() {
+		return 0, nil
+	}
+	total := 0
+	for {
+		n, err := s.cfg.Store.DeleteIdempotencyBefore(ctx, cut, idemPruneBatch)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < idemPruneBatch {
+			return total, nil
+		}
+	}
 }

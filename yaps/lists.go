@@ -22,7 +22,7 @@ func yapScope(ref string) string { return "yaps:" + ref }
 
 // replay looks up an idempotency record: the stored record when key and
 // request hash match, EINVALID when the key was used with another body,
-// nil when the key is new.
+// nil when the key is new or its record expired (IdempotencyRetention).
 func (s *Service) replay(ctx context.Context, scope, key string, hash []byte) (*IdempotencyRecord, error) {
 	rec, err := s.cfg.Store.Idempotency(ctx, scope, sealedKey(scope, key))
 	if IsCode(err, ENOTFOUND) {
@@ -30,6 +30,9 @@ func (s *Service) replay(ctx context.Context, scope, key string, hash []byte) (*
 	}
 	if err != nil {
 		return nil, internal(err, "could not read the idempotency record")
+	}
+	if s.idemExpired(rec) {
+		return nil, nil
 	}
 	if !bytes.Equal(rec.RequestHash, hash) {
 		return nil, Errorf(EINVALID, "the Idempotency-Key was already used with a different request")
@@ -90,7 +93,7 @@ func (s *Service) CreateList(ctx context.Context, in CreateListInput) (*CreatedL
 			return nil, internal(err, "could not render the answer")
 		}
 		rec = sealRecord(&IdempotencyRecord{Scope: scope, Key: in.IdempotencyKey, RequestHash: in.RequestHash,
-			Status: 201, Body: body, CreatedAt: now})
+			Status: 201, Body: body, CreatedAt: now, ReplaceBefore: s.idemCutoff(now)})
 	}
 	if err := s.cfg.Store.CreateList(ctx, l, owner, first, rec); err != nil {
 		if rec != nil {

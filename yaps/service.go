@@ -23,6 +23,12 @@ type Config struct {
 	// DeletedRetention is how long a soft-deleted yap can be restored before
 	// it is purged. Default: 30 days.
 	DeletedRetention time.Duration
+	// IdempotencyRetention is how long an Idempotency-Key replays the first
+	// answer. An older record (by its CreatedAt against Now) counts as
+	// absent: a retry with its key creates a new list or yap and replaces
+	// the record. The background ticker (PurgeInterval) deletes expired
+	// records. Default: 24 hours; negative keeps records forever.
+	IdempotencyRetention time.Duration
 	// CompactAfter decides when a list's update log is compacted into its
 	// document state in the background: once more than CompactAfter
 	// updates were logged since the last compaction and they add up to at
@@ -75,7 +81,8 @@ type Config struct {
 	// EventAwareness). The Service does not close it. Default: nil,
 	// polling only (e.g. SQLite).
 	Notifier Notifier
-	// PurgeInterval is how often the background purge and compaction run.
+	// PurgeInterval is how often the background purge, idempotency prune
+	// (IdempotencyRetention) and compaction run.
 	// Default: 1 hour; negative disables the background ticker (Purge can
 	// still be called).
 	PurgeInterval time.Duration

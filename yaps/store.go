@@ -19,7 +19,8 @@ import (
 type Store interface {
 	// CreateList stores a new list with its owner permission and the
 	// document's first update (seq 1) in one transaction. If idem is not nil
-	// the idempotency record is stored in the same transaction.
+	// the idempotency record is stored in the same transaction, as
+	// Tx.PutIdempotency would (ECONFLICT if the key is taken).
 	CreateList(ctx context.Context, l *List, owner *Permission, firstUpdate []byte, idem *IdempotencyRecord) error
 
 	// List returns the list with the given ref.
@@ -79,6 +80,12 @@ type Store interface {
 	// Idempotency returns the stored record for (scope, key).
 	Idempotency(ctx context.Context, scope, key string) (*IdempotencyRecord, error)
 
+	// DeleteIdempotencyBefore deletes idempotency records created before t,
+	// oldest first and at most limit of them (limit <= 0: all), and returns
+	// how many it deleted. The service prunes expired records with it
+	// (Config.IdempotencyRetention).
+	DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit int) (int, error)
+
 	// Close releases the store's resources.
 	Close() error
 }
@@ -111,7 +118,9 @@ type Tx interface {
 	ActiveOwners() (int, error)
 	// AppendAudit records an audit entry and assigns its Seq.
 	AppendAudit(e *AuditEntry) error
-	// PutIdempotency stores an idempotency record.
+	// PutIdempotency stores an idempotency record. It fails with ECONFLICT
+	// when a record of the same (scope, key) exists, unless that record was
+	// created before r.ReplaceBefore: it is then replaced.
 	PutIdempotency(r *IdempotencyRecord) error
 }
 
@@ -160,4 +169,9 @@ type IdempotencyRecord struct {
 	Status      int
 	Body        []byte
 	CreatedAt   time.Time
+	// ReplaceBefore is not stored: it tells PutIdempotency and CreateList
+	// that a stored record of the same (Scope, Key) created before it has
+	// expired and is replaced (in the same transaction) instead of being a
+	// conflict. Zero replaces nothing. Records read back have it zero.
+	ReplaceBefore time.Time
 }

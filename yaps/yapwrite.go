@@ -64,7 +64,7 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 				return internal(err, "could not render the answer")
 			}
 			return w.tx.PutIdempotency(sealRecord(&IdempotencyRecord{Scope: yapScope(ref), Key: idemKey,
-				RequestHash: requestHash, Status: 201, Body: body, CreatedAt: now}))
+				RequestHash: requestHash, Status: 201, Body: body, CreatedAt: now, ReplaceBefore: s.idemCutoff(now)}))
 		}
 		return nil
 	})

@@ -16,7 +16,7 @@ type queries struct {
 	putYap, yapByID, yapsPage, yapsPageLive, deleteYap, deletedBefore                     string
 	insertAccount, accountByID, accountByHash                                             string
 	insertAudit, insertAuditRowid, auditPage                                              string
-	insertIdem, idemByKey                                                                 string
+	insertIdem, idemByKey, deleteIdemBefore                                               string
 	listAuth                                                                              string
 }
 
@@ -84,9 +84,17 @@ func buildQueries(pg bool) *queries {
 		auditPage: `SELECT seq, list_ref, at, permission_id, role, action, yap_id, detail FROM audit
 			WHERE list_ref = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 
+		// An existing record is replaced only when it was created before
+		// $7 (expired, see yaps.IdempotencyRecord.ReplaceBefore); else no
+		// row is affected and the insert is a conflict.
 		insertIdem: `INSERT INTO idempotency (scope, key, request_hash, status, body, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, key) DO UPDATE SET
+			request_hash = excluded.request_hash, status = excluded.status, body = excluded.body,
+			created_at = excluded.created_at WHERE idempotency.created_at < $7`,
 		idemByKey: `SELECT request_hash, status, body, created_at FROM idempotency WHERE scope = $1 AND key = $2`,
+		// Oldest first, a batch at a time (the idempotency_created index).
+		deleteIdemBefore: `DELETE FROM idempotency WHERE (scope, key) IN
+			(SELECT scope, key FROM idempotency WHERE created_at < $1 ORDER BY created_at LIMIT $2)`,
 
 		// Authentication in one statement: the list and the permission of
 		// a code hash (NULLs when no permission has it), one round trip and
@@ -131,7 +139,7 @@ func (q *queries) ptrs() []*string {
 		&q.putYap, &q.yapByID, &q.yapsPage, &q.yapsPageLive, &q.deleteYap, &q.deletedBefore,
 		&q.insertAccount, &q.accountByID, &q.accountByHash,
 		&q.insertAudit, &q.insertAuditRowid, &q.auditPage,
-		&q.insertIdem, &q.idemByKey,
+		&q.insertIdem, &q.idemByKey, &q.deleteIdemBefore,
 		&q.listAuth,
 	}
 }

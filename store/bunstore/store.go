@@ -28,8 +28,8 @@ func wrap(err error, what string) error {
 	return fmt.Errorf("bunstore: %s: %w", what, err)
 }
 
-// insertOnce runs an INSERT ... ON CONFLICT DO NOTHING and turns "no row
-// inserted" into ECONFLICT.
+// insertOnce runs an INSERT ... ON CONFLICT DO NOTHING (or DO UPDATE ...
+// WHERE) and turns "no row inserted" into ECONFLICT.
 func (s *Store) insertOnce(ctx context.Context, tx *wtx, what, query string, args ...any) error {
 	res, err := s.exec(ctx, tx, query, args...)
 	if err != nil {
@@ -129,11 +129,6 @@ func (s *Store) CreateList(ctx context.Context, l *yaps.List, owner *yaps.Permis
 		}
 		return nil
 	})
-}
-
-func (s *Store) putIdem(ctx context.Context, tx *wtx, r *yaps.IdempotencyRecord) error {
-	return s.insertOnce(ctx, tx, "idempotency key", s.q.insertIdem,
-		r.Scope, r.Key, r.RequestHash, r.Status, r.Body, ms(r.CreatedAt))
 }
 
 // List implements yaps.Store.

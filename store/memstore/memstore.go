@@ -71,10 +71,8 @@ func (s *Store) CreateList(ctx context.Context, l *yaps.List, owner *yaps.Permis
 			return err
 		}
 	}
-	if idem != nil {
-		if _, ok := s.idem[idemKey{idem.Scope, idem.Key}]; ok {
-			return conflict("idempotency key already used")
-		}
+	if idem != nil && s.idemTaken(idem) {
+		return conflict("idempotency key already used")
 	}
 	ld := &listData{list: copyList(l), yaps: map[string]*yaps.Yap{}}
 	ld.list.DocVersion = 0
@@ -110,11 +108,20 @@ func (s *Store) addPermission(ld *listData, p *yaps.Permission) {
 	ld.perms = append(ld.perms, c)
 }
 
+// idemTaken reports whether r's (scope, key) holds a record that r does
+// not replace (see IdempotencyRecord.ReplaceBefore). s.mu is held.
+func (s *Store) idemTaken(r *yaps.IdempotencyRecord) bool {
+	old, ok := s.idem[idemKey{r.Scope, r.Key}]
+	return ok && !old.CreatedAt.Before(yaps.Truncate(r.ReplaceBefore))
+}
+
+// putIdem stores (or replaces) a record. s.mu is held for writing.
 func (s *Store) putIdem(r *yaps.IdempotencyRecord) {
 	c := *r
 	c.RequestHash = bytes.Clone(r.RequestHash)
 	c.Body = bytes.Clone(r.Body)
 	c.CreatedAt = yaps.Truncate(r.CreatedAt)
+	c.ReplaceBefore = time.Time{}
 	s.idem[idemKey{r.Scope, r.Key}] = &c
 }
 
@@ -408,6 +415,30 @@ func (s *Store) Idempotency(ctx context.Context, scope, key string) (*yaps.Idemp
 	c.RequestHash = bytes.Clone(r.RequestHash)
 	c.Body = bytes.Clone(r.Body)
 	return &c, nil
+}
+
+// DeleteIdempotencyBefore implements yaps.Store.
+func (s *Store) DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	t = yaps.Truncate(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old []idemKey
+	for k, r := range s.idem {
+		if r.CreatedAt.Before(t) {
+			old = append(old, k)
+		}
+	}
+	if limit > 0 && len(old) > limit {
+		slices.SortFunc(old, func(a, b idemKey) int { return s.idem[a].CreatedAt.Compare(s.idem[b].CreatedAt) })
+		old = old[:limit]
+	}
+	for _, k := range old {
+		delete(s.idem, k)
+	}
+	return len(old), nil
 }
 
 // Close implements yaps.Store. The data stays readable; Close exists for

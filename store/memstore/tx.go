@@ -252,9 +252,9 @@ func (t *tx) PutIdempotency(r *yaps.IdempotencyRecord) error {
 		}
 	}
 	t.s.mu.RLock()
-	_, exists := t.s.idem[idemKey{r.Scope, r.Key}]
+	taken := t.s.idemTaken(r)
 	t.s.mu.RUnlock()
-	if exists {
+	if taken {
 		return conflict("idempotency key already used")
 	}
 	t.idem = append(t.idem, r)
@@ -275,7 +275,7 @@ func (t *tx) commit() error {
 		}
 	}
 	for _, r := range t.idem {
-		if _, ok := s.idem[idemKey{r.Scope, r.Key}]; ok {
+		if s.idemTaken(r) {
 			return conflict("idempotency key already used")
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -40,6 +41,8 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"Accounts", testAccounts},
 		{"Audit", testAudit},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyReplaceExpired", testIdempotencyReplace},
+		{"DeleteIdempotencyBefore", testDeleteIdempotencyBefore},
 		{"DeletedYapsBefore", testDeletedYapsBefore},
 		{"ReturnedValuesAreCopies", testCopies},
 		{"CanceledContext", testCanceledContext},
@@ -864,6 +867,142 @@ func testIdempotency(t *testing.T, s yaps.Store) {
 
 	err = s.Update(ctx, l.Ref, func(tx yaps.Tx) error { return tx.PutIdempotency(yrec) })
 	requireCode(t, yaps.ECONFLICT, err)
+}
+
+// testIdempotencyReplace: a record is replaced only when it was created
+// before the new record's ReplaceBefore (strictly), in CreateList and in
+// Tx.PutIdempotency, and a rolled back replacement keeps the old record.
+func testIdempotencyReplace(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)
+	scope := "yaps:" + f.list.Ref
+	rec := func(key, body string, created, replaceBefore time.Time) *yaps.IdempotencyRecord {
+		return &yaps.IdempotencyRecord{Scope: scope, Key: key, RequestHash: hash(body), Status: 201,
+			Body: []byte(body), CreatedAt: created, ReplaceBefore: replaceBefore}
+	}
+	put := func(r *yaps.IdempotencyRecord) error {
+		return s.Update(ctx, f.list.Ref, func(tx yaps.Tx) error { return tx.PutIdempotency(r) })
+	}
+	requireBody := func(key, body string, created time.Time) {
+		t.Helper()
+		got, err := s.Idempotency(ctx, scope, key)
+		require.NoError(t, err)
+		require.Equal(t, rec(key, body, utc(created), time.Time{}), got)
+	}
+
+	tests := []struct {
+		name          string
+		replaceBefore time.Time
+		wantReplaced  bool
+	}{
+		{"Zero", time.Time{}, false},
+		{"BeforeCreation", at(99), false},
+		{"AtCreation", at(100), false}, // strictly before
+		{"AfterCreation", at(101), true},
+	}
+	for _, tc := range tests {
+		key := id("k")
+		require.NoError(t, put(rec(key, "old", at(100), time.Time{})))
+		err := put(rec(key, "new", at(500), tc.replaceBefore))
+		if tc.wantReplaced {
+			require.NoError(t, err, tc.name)
+			requireBody(key, "new", at(500))
+		} else {
+			requireCode(t, yaps.ECONFLICT, err)
+			requireBody(key, "old", at(100))
+		}
+	}
+
+	// A replacement in a transaction that fails leaves the old record.
+	key := id("k")
+	require.NoError(t, put(rec(key, "old", at(100), time.Time{})))
+	boom := errors.New("boom")
+	err := s.Update(ctx, f.list.Ref, func(tx yaps.Tx) error {
+		require.NoError(t, tx.PutIdempotency(rec(key, "new", at(500), at(200))))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	requireBody(key, "old", at(100))
+
+	// CreateList replaces an expired record and conflicts with a live one.
+	lrec := &yaps.IdempotencyRecord{Scope: "lists:ip:" + id("ip"), Key: id("k"), RequestHash: hash("a"),
+		Status: 201, Body: []byte("first"), CreatedAt: at(100)}
+	newListWith := func(r *yaps.IdempotencyRecord) (*yaps.List, error) {
+		l := &yaps.List{Ref: id("l"), Kind: yaps.KindTask, CreatedAt: base, UpdatedAt: base}
+		owner := &yaps.Permission{ID: id("p"), Role: yaps.RoleOwner, CreatedAt: base, CodeHash: hash(id("c"))}
+		return l, s.CreateList(ctx, l, owner, []byte("u1"), r)
+	}
+	_, err = newListWith(lrec)
+	require.NoError(t, err)
+	live := *lrec
+	live.Body, live.CreatedAt, live.ReplaceBefore = []byte("second"), at(300), at(100)
+	l2, err := newListWith(&live)
+	requireCode(t, yaps.ECONFLICT, err)
+	_, err = s.List(ctx, l2.Ref)
+	requireCode(t, yaps.ENOTFOUND, err)
+	live.ReplaceBefore = at(200)
+	l3, err := newListWith(&live)
+	require.NoError(t, err)
+	_, err = s.List(ctx, l3.Ref)
+	require.NoError(t, err)
+	got, err := s.Idempotency(ctx, lrec.Scope, lrec.Key)
+	require.NoError(t, err)
+	require.Equal(t, []byte("second"), got.Body)
+	require.Equal(t, utc(at(300)), got.CreatedAt)
+	require.True(t, got.ReplaceBefore.IsZero())
+}
+
+// testDeleteIdempotencyBefore: records created strictly before t go, oldest
+// first and at most limit per call, whatever their scope.
+func testDeleteIdempotencyBefore(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)
+	type stored struct{ scope, key string }
+	var all []stored
+	putList := func(created time.Time) stored {
+		r := &yaps.IdempotencyRecord{Scope: "lists:ip:127.0.0.1", Key: id("k"), Status: 201, CreatedAt: created}
+		l := &yaps.List{Ref: id("l"), Kind: yaps.KindTask, CreatedAt: base, UpdatedAt: base}
+		owner := &yaps.Permission{ID: id("p"), Role: yaps.RoleOwner, CreatedAt: base, CodeHash: hash(id("c"))}
+		require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), r))
+		all = append(all, stored{r.Scope, r.Key})
+		return all[len(all)-1]
+	}
+	putYap := func(created time.Time) stored {
+		r := &yaps.IdempotencyRecord{Scope: "yaps:" + f.list.Ref, Key: id("k"), Status: 201, CreatedAt: created}
+		update(t, s, f.list.Ref, func(tx yaps.Tx) error { return tx.PutIdempotency(r) })
+		all = append(all, stored{r.Scope, r.Key})
+		return all[len(all)-1]
+	}
+	r100, r200, r300, r1000 := putList(at(100)), putYap(at(200)), putList(at(300)), putYap(at(1000))
+	present := func(want ...stored) {
+		t.Helper()
+		for _, r := range all {
+			_, err := s.Idempotency(ctx, r.scope, r.key)
+			if slices.Contains(want, r) {
+				require.NoError(t, err)
+			} else {
+				requireCode(t, yaps.ENOTFOUND, err)
+			}
+		}
+	}
+
+	tests := []struct {
+		name   string
+		before time.Time
+		limit  int
+		want   int
+		left   []stored
+	}{
+		{"NothingOlder", at(100), 0, 0, []stored{r100, r200, r300, r1000}},
+		{"StrictlyBefore", at(200), 10, 1, []stored{r200, r300, r1000}},
+		{"OldestFirstWithinLimit", at(1001), 1, 1, []stored{r300, r1000}},
+		{"NoLimit", at(1001), 0, 2, nil},
+		{"Empty", at(5000), 10, 0, nil},
+	}
+	for _, tc := range tests {
+		n, err := s.DeleteIdempotencyBefore(ctx, tc.before, tc.limit)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, n, tc.name)
+		present(tc.left...)
+	}
 }
 
 func testDeletedYapsBefore(t *testing.T, s yaps.Store) {
