@@ -259,6 +259,7 @@ func (s *Service) Rollup(ctx context.Context, a *Actor, acct *Account) (merged b
 	// which update the auth cache's copy of the row after their commits.
 	e := s.docs.acquire(a.List.Ref)
 	defer s.docs.release(e)
+	e.row = nil // the row changes outside the write path
 	err = s.cfg.Store.Update(ctx, a.List.Ref, func(tx Tx) error {
 		if err := s.stillActive(tx, a); err != nil {
 			return err

@@ -76,41 +76,74 @@ func (s *Service) compactAsync(ref string) {
 }
 
 // compact replaces the list's update log up to the cached document's seq by
-// the document's state, when more than CompactAfter updates follow the
-// compacted state (or always with force and at least one update).
+// the document's state, when compaction is due (or always with force and
+// at least one update). The state is encoded under the list's lock; the
+// store writes it without the lock, so the list's writes go on meanwhile
+// (they append after seq, which the compaction leaves alone).
 func (s *Service) compact(ctx context.Context, ref string, force bool) error {
 	e := s.docs.acquire(ref)
 	defer s.docs.release(e)
-	defer func() { e.compacting = false }()
-	if e.doc == nil {
+	done := false
+	defer func() {
+		e.compacting = false
+		// Writes went on while the store wrote: they may make it due again.
+		if done && e.doc != nil && s.compactDue(e) {
+			s.compactLater(e)
+		}
+	}()
+	if e.doc == nil || e.compactRunning || e.sinceState == 0 {
 		return nil
 	}
 	if !force && !s.compactDue(e) {
 		return nil
 	}
-	if e.sinceState == 0 {
-		return nil
-	}
-	state, err := e.doc.EncodeStateAsUpdate(nil)
+	d, seq, n, b := e.doc, e.seq, e.sinceState, e.sinceBytes
+	state, err := d.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Store.CompactDoc(ctx, ref, e.seq, state); err != nil {
+	// Unlock without releasing: the entry stays in the cache (users > 0).
+	e.compactRunning = true
+	e.mu.Unlock()
+	err = s.cfg.Store.CompactDoc(ctx, ref, seq, state)
+	e.mu.Lock()
+	e.compactRunning = false
+	if err != nil {
 		return err
 	}
-	e.sinceState, e.sinceBytes, e.stateBytes = 0, 0, int64(len(state))
+	if e.doc == d { // else a reload counted the log afresh
+		e.sinceState -= n
+		e.sinceBytes -= b
+		e.stateBytes = int64(len(state))
+	}
+	done = true
 	return nil
+}
+
+// compactLater starts a background compaction of e's list unless one was
+// started already or the service is closing. e.mu is held.
+func (s *Service) compactLater(e *docEntry) {
+	if e.compacting {
+		return
+	}
+	select {
+	case <-s.stop: // closing: the next process compacts
+	default:
+		e.compacting = true
+		s.wg.Add(1)
+		go s.compactAsync(e.ref)
+	}
 }
 
 // compactDue reports whether the entry's update log is due for compaction
 // (see Config.CompactAfter): more than CompactAfter updates that add up to
-// at least half the state's size, or more than 16×CompactAfter updates.
+// at least the state's size, or more than 16×CompactAfter updates.
 // The size condition keeps the cost of compaction, which rewrites the
 // whole state, proportional to what was written: a list that has grown
 // large is compacted less often instead of costing more per write.
 func (s *Service) compactDue(e *docEntry) bool {
 	c := int64(s.cfg.CompactAfter)
-	return e.sinceState > c && (2*e.sinceBytes >= e.stateBytes || e.sinceState > 16*c)
+	return e.sinceState > c && (e.sinceBytes >= e.stateBytes || e.sinceState > 16*c)
 }
 
 // CompactNow compacts the list's document at once (for tests and tools).

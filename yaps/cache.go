@@ -21,14 +21,17 @@ type docEntry struct {
 	seq        int64           // last update seq doc reflects
 	view       map[string]*Yap // valid yaps of doc, as projected into the store
 	list       listFields      // list root of doc
+	row        *List           // the list row as this process last wrote it at seq (nil: unknown)
 	sinceState int64           // updates after the compacted state (for compaction)
 	sinceBytes int64           // their size in bytes
 	stateBytes int64           // size of the compacted state
-	compacting bool
-	stale      bool                   // doc was dropped: rooms may lack what the reload finds
-	perms      map[string]bool        // active permission ids seen by the poller
-	owners     map[any]string         // yap maps and their Y.Text/Y.Array members -> yap id; nil: rebuild
-	auditAt    map[auditKey]time.Time // last committed coalescing sync audit entry per (code, yap)
+	compacting bool            // a compaction was started for this entry
+	// compactRunning: a compaction is writing without holding mu.
+	compactRunning bool
+	stale          bool                   // doc was dropped: rooms may lack what the reload finds
+	perms          map[string]bool        // active permission ids seen by the poller
+	owners         map[any]string         // yap maps and their Y.Text/Y.Array members -> yap id; nil: rebuild
+	auditAt        map[auditKey]time.Time // last committed coalescing sync audit entry per (code, yap)
 
 	// Guarded by docCache.mu.
 	users      int // goroutines holding or waiting for the entry
@@ -197,7 +200,7 @@ func (e *docEntry) drop() {
 		e.stale = true
 	}
 	e.doc, e.seq, e.view, e.list, e.sinceState, e.owners = nil, 0, nil, listFields{}, 0, nil
-	e.sinceBytes, e.stateBytes = 0, 0
+	e.sinceBytes, e.stateBytes, e.row = 0, 0, nil
 }
 
 // ownerIndex returns (building it if needed) the map from each yap's Y.Map
@@ -249,7 +252,7 @@ func (s *Service) load(ctx context.Context, e *docEntry) error {
 	}
 	old := e.doc
 	e.doc, e.seq, e.sinceState, e.owners = d, dl.LastSeq, int64(len(dl.Updates)), nil
-	e.stateBytes, e.sinceBytes = int64(len(dl.State)), 0
+	e.stateBytes, e.sinceBytes, e.row = int64(len(dl.State)), 0, nil
 	for _, u := range dl.Updates {
 		e.sinceBytes += int64(len(u))
 	}
@@ -286,6 +289,7 @@ func (s *Service) applyLogged(e *docEntry, updates [][]byte) error {
 		e.seq++
 		e.sinceState++
 		e.sinceBytes += int64(len(u))
+		e.row = nil
 		s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: e.seq, Update: u})
 	}
 	if len(updates) > 0 {

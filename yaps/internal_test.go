@@ -201,8 +201,8 @@ func TestCompactDue(t *testing.T) {
 	}{
 		{"few updates", 200, 1 << 20, 0, false},
 		{"new list", 201, 4000, 0, true},
-		{"small next to the state", 201, 4999, 10000, false},
-		{"half the state", 201, 5000, 10000, true},
+		{"small next to the state", 201, 9999, 10000, false},
+		{"the state's size", 201, 10000, 10000, true},
 		{"large state, many small updates", 3200, 100, 1 << 30, false},
 		{"past 16x CompactAfter", 3201, 100, 1 << 30, true},
 	} {

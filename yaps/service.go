@@ -3,6 +3,7 @@ package yaps
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,8 +33,8 @@ type Config struct {
 	// CompactAfter decides when a list's update log is compacted into its
 	// document state in the background: once more than CompactAfter
 	// updates were logged since the last compaction and they add up to at
-	// least half the state's size (so large documents are not rewritten
-	// for every few hundred small edits), or once more than 16×CompactAfter
+	// least the state's size (so large documents are not rewritten for
+	// every few hundred small edits), or once more than 16×CompactAfter
 	// were logged (which bounds the updates a load replays). Default: 200.
 	CompactAfter int
 	// Logger receives operational logs; it never sees codes or keys.
@@ -104,6 +105,8 @@ type Service struct {
 
 	docs *docCache
 	auth *authCache
+
+	writeAheads atomic.Int64 // writes prepared before their transaction (writeahead.go)
 
 	subMu  sync.RWMutex
 	subs   map[int]func(Event)

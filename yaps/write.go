@@ -102,6 +102,11 @@ func (w *writeOp) auditSyncUpdate(id string) {
 func (s *Service) write(ctx context.Context, ref string, a *Actor, fn func(w *writeOp) error) error {
 	e := s.docs.acquire(ref)
 	defer s.docs.release(e)
+	if e.doc != nil && e.row != nil && e.row.DocVersion == e.seq {
+		if err := s.writeAhead(ctx, e, a, fn); !errors.Is(err, errWriteAhead) {
+			return err
+		}
+	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if e.doc == nil {
@@ -259,6 +264,7 @@ func (w *writeOp) finish() {
 		}
 	}
 	e.view, e.list = p.view, p.list
+	e.row = cloneList(&w.list)
 	if len(p.seqs) > 0 || w.listRow {
 		w.s.auth.listWritten(&w.list)
 	}
@@ -292,13 +298,7 @@ func (w *writeOp) finish() {
 	if w.listRow {
 		w.s.notify(Notice{Kind: NoticeList, ListRef: e.ref})
 	}
-	if w.s.compactDue(e) && !e.compacting {
-		select {
-		case <-w.s.stop: // closing: the next process compacts
-		default:
-			e.compacting = true
-			w.s.wg.Add(1)
-			go w.s.compactAsync(e.ref)
-		}
+	if w.s.compactDue(e) {
+		w.s.compactLater(e)
 	}
 }

@@ -1,0 +1,161 @@
+package yaps
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Writing ahead. A store may serialize all writers (SQLite has one writer
+// per database), so whatever a write does inside its transaction delays
+// every other list's writes too. When this process already holds the
+// list's document and the list row it last wrote, a write is prepared
+// before the transaction: fn edits the document and validates, commit
+// projects the yaps, and the store writes they ask for are recorded
+// (writeAheadTx). The transaction then only checks that the list row is
+// still the one the preparation assumed (no other process wrote the list
+// meanwhile: its DocVersion would differ) and that the actor's code is
+// still active, and replays the recorded writes. The list's lock is held
+// throughout, so nothing in this process writes the list in between.
+//
+// Anything unexpected (fn fails, the row changed, fn needs a store read)
+// abandons the preparation: the document, which may hold its edits, is
+// dropped, and the write runs the ordinary way, inside the transaction,
+// which also gives any error its authoritative form.
+
+// errWriteAhead abandons a write-ahead attempt for the ordinary path.
+var errWriteAhead = errors.New("yaps: write ahead not possible")
+
+// writeAhead tries the write described above. It returns errWriteAhead
+// when the caller must run the ordinary path. e.mu is held.
+func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func(w *writeOp) error) error {
+	row := *e.row
+	rec := &writeAheadTx{list: cloneList(&row)}
+	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *cloneList(&row)}
+	if err := fn(w); err != nil {
+		if w.dirty {
+			e.drop()
+		}
+		return errWriteAhead
+	}
+	if err := w.commit(); err != nil {
+		if w.dirty {
+			e.drop()
+		}
+		return errWriteAhead
+	}
+	stale := false
+	err := s.cfg.Store.Update(ctx, e.ref, func(tx Tx) error {
+		if !sameListRow(tx.List(), &row) {
+			stale = true
+			return errWriteAhead
+		}
+		if a != nil {
+			if err := s.stillActive(tx, a); err != nil {
+				return err
+			}
+		}
+		return rec.replay(tx)
+	})
+	if err != nil {
+		if w.dirty || stale {
+			e.drop()
+		}
+		if stale {
+			return errWriteAhead
+		}
+		return err
+	}
+	w.finish()
+	s.writeAheads.Add(1)
+	return nil
+}
+
+// sameListRow reports whether two list rows hold the same values.
+func sameListRow(a, b *List) bool {
+	return a.Ref == b.Ref && a.Title == b.Title && a.Kind == b.Kind && a.AccountID == b.AccountID &&
+		a.DocVersion == b.DocVersion && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) &&
+		sameTime(a.ArchivedAt, b.ArchivedAt) && sameTime(a.RolledUpAt, b.RolledUpAt)
+}
+
+// writeAheadTx is the Tx of a prepared write: it records the writes the
+// write path makes, for replay inside the real transaction. Reads are not
+// available (errWriteAhead).
+type writeAheadTx struct {
+	list *List
+	seq  int64 // last seq handed out
+	ops  []func(Tx) error
+}
+
+func (r *writeAheadTx) List() *List { return cloneList(r.list) }
+
+func (r *writeAheadTx) SaveList(l *List) error {
+	c := cloneList(l)
+	r.ops = append(r.ops, func(tx Tx) error { return tx.SaveList(c) })
+	return nil
+}
+
+func (r *writeAheadTx) AppendUpdate(u []byte) (int64, error) {
+	if r.seq == 0 {
+		r.seq = r.list.DocVersion
+	}
+	r.seq++
+	want := r.seq
+	r.ops = append(r.ops, func(tx Tx) error {
+		got, err := tx.AppendUpdate(u)
+		if err == nil && got != want {
+			// The row check makes this impossible; never store a
+			// document whose seqs the cache disagrees with.
+			return Errorf(EINTERNAL, "update seq %d, prepared as %d", got, want)
+		}
+		return err
+	})
+	return want, nil
+}
+
+func (r *writeAheadTx) PutYap(y *Yap) error {
+	c := copyYap(y)
+	r.ops = append(r.ops, func(tx Tx) error { return tx.PutYap(c) })
+	return nil
+}
+
+// DeleteYap is only used where a missing projection is fine (both callers
+// ignore ENOTFOUND), so the replay ignores it too.
+func (r *writeAheadTx) DeleteYap(id string) error {
+	r.ops = append(r.ops, func(tx Tx) error {
+		if err := tx.DeleteYap(id); err != nil && !IsCode(err, ENOTFOUND) {
+			return err
+		}
+		return nil
+	})
+	return nil
+}
+
+// AppendAudit records e; its Seq is assigned by the replay, before the
+// write returns.
+func (r *writeAheadTx) AppendAudit(e *AuditEntry) error {
+	r.ops = append(r.ops, func(tx Tx) error { return tx.AppendAudit(e) })
+	return nil
+}
+
+func (r *writeAheadTx) PutIdempotency(rec *IdempotencyRecord) error {
+	r.ops = append(r.ops, func(tx Tx) error { return tx.PutIdempotency(rec) })
+	return nil
+}
+
+func (r *writeAheadTx) UpdatesSince(int64) ([][]byte, error)   { return nil, errWriteAhead }
+func (r *writeAheadTx) Permission(string) (*Permission, error) { return nil, errWriteAhead }
+func (r *writeAheadTx) CreatePermission(*Permission) error     { return errWriteAhead }
+func (r *writeAheadTx) RevokePermission(string, time.Time) error {
+	return errWriteAhead
+}
+func (r *writeAheadTx) ActiveOwners() (int, error) { return 0, errWriteAhead }
+
+func (r *writeAheadTx) replay(tx Tx) error {
+	for _, op := range r.ops {
+		if err := op(tx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
