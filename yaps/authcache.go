@@ -73,7 +73,7 @@ func (c *authCache) get(ref string, hash []byte) (*List, *Permission, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	return cloneList(&l), clonePermission(&p), true
+	return l.Clone(), clonePermission(&p), true
 }
 
 // ticket is taken before a store read whose result may fill the cache.
@@ -107,7 +107,7 @@ func (c *authCache) fill(t uint64, l *List, p *Permission) {
 		c.lists[l.Ref] = e
 	}
 	// Both reads happened after the last change, so either row is current.
-	e.list = *cloneList(l)
+	e.list = *l.Clone()
 	e.perms[string(p.CodeHash)] = *clonePermission(p)
 }
 
@@ -122,7 +122,7 @@ func (c *authCache) listWritten(l *List) {
 	defer c.mu.Unlock()
 	c.gen++
 	if e := c.lists[l.Ref]; e != nil {
-		e.list = *cloneList(l)
+		e.list = *l.Clone()
 	}
 }
 
@@ -147,19 +147,6 @@ func (c *authCache) clear() {
 	defer c.mu.Unlock()
 	c.gen++
 	c.lists = map[string]*authEntry{}
-}
-
-func cloneList(l *List) *List {
-	c := *l
-	if l.ArchivedAt != nil {
-		a := *l.ArchivedAt
-		c.ArchivedAt = &a
-	}
-	if l.RolledUpAt != nil {
-		r := *l.RolledUpAt
-		c.RolledUpAt = &r
-	}
-	return &c
 }
 
 func clonePermission(p *Permission) *Permission {

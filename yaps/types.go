@@ -120,6 +120,20 @@ type List struct {
 // Archived reports whether the list rejects writes.
 func (l *List) Archived() bool { return l.ArchivedAt != nil }
 
+// Clone returns a copy of l that shares no pointers with it.
+func (l *List) Clone() *List {
+	c := *l
+	if l.ArchivedAt != nil {
+		a := *l.ArchivedAt
+		c.ArchivedAt = &a
+	}
+	if l.RolledUpAt != nil {
+		r := *l.RolledUpAt
+		c.RolledUpAt = &r
+	}
+	return &c
+}
+
 // Yap is one item of a list. Which fields apply depends on Kind:
 //   - task: Content, Status, Priority, DueAt, Tags
 //   - note: Title (optional), Body, Tags

@@ -264,7 +264,7 @@ func (w *writeOp) finish() {
 		}
 	}
 	e.view, e.list = p.view, p.list
-	e.row = cloneList(&w.list)
+	e.row = w.list.Clone()
 	if len(p.seqs) > 0 || w.listRow {
 		w.s.auth.listWritten(&w.list)
 	}

@@ -30,8 +30,8 @@ var errWriteAhead = errors.New("yaps: write ahead not possible")
 // when the caller must run the ordinary path. e.mu is held.
 func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func(w *writeOp) error) error {
 	row := *e.row
-	rec := &writeAheadTx{list: cloneList(&row)}
-	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *cloneList(&row)}
+	rec := &writeAheadTx{list: row.Clone()}
+	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *row.Clone()}
 	if err := fn(w); err != nil {
 		if w.dirty {
 			e.drop()
@@ -87,10 +87,10 @@ type writeAheadTx struct {
 	ops  []func(Tx) error
 }
 
-func (r *writeAheadTx) List() *List { return cloneList(r.list) }
+func (r *writeAheadTx) List() *List { return r.list.Clone() }
 
 func (r *writeAheadTx) SaveList(l *List) error {
-	c := cloneList(l)
+	c := l.Clone()
 	r.ops = append(r.ops, func(tx Tx) error { return tx.SaveList(c) })
 	return nil
 }

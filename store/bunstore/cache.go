@@ -52,14 +52,14 @@ func (c *writerCache) listOK(ref string) (yaps.List, int64, bool) {
 	if e == nil {
 		return yaps.List{}, 0, false
 	}
-	return copyList(e.list), e.stateSeq, true
+	return *e.list.Clone(), e.stateSeq, true
 }
 
 func (c *writerCache) putList(l *yaps.List, stateSeq int64) {
 	if c.lists == nil {
 		c.lists = map[string]*cachedList{}
 	}
-	c.lists[l.Ref] = &cachedList{list: copyList(*l), stateSeq: stateSeq}
+	c.lists[l.Ref] = &cachedList{list: *l.Clone(), stateSeq: stateSeq}
 }
 
 func (c *writerCache) perm(id, listRef string) (active, ok bool) {
@@ -75,19 +75,6 @@ func (c *writerCache) putPerm(id, listRef string, active bool) {
 		c.perms = map[string]cachedPerm{}
 	}
 	c.perms[id] = cachedPerm{listRef: listRef, active: active}
-}
-
-// copyList copies l, pointers included.
-func copyList(l yaps.List) yaps.List {
-	if l.ArchivedAt != nil {
-		a := *l.ArchivedAt
-		l.ArchivedAt = &a
-	}
-	if l.RolledUpAt != nil {
-		r := *l.RolledUpAt
-		l.RolledUpAt = &r
-	}
-	return l
 }
 
 // storedList is l as saveList stores it and scanList reads it back: times

@@ -95,18 +95,7 @@ type tx struct {
 
 var errDone = yaps.Errorf(yaps.EINTERNAL, "bunstore: tx used after Update returned")
 
-func (t *tx) List() *yaps.List {
-	l := t.start
-	if l.ArchivedAt != nil {
-		a := *l.ArchivedAt
-		l.ArchivedAt = &a
-	}
-	if l.RolledUpAt != nil {
-		r := *l.RolledUpAt
-		l.RolledUpAt = &r
-	}
-	return &l
-}
+func (t *tx) List() *yaps.List { return t.start.Clone() }
 
 func (t *tx) SaveList(l *yaps.List) error {
 	if t.done {
