@@ -3,6 +3,7 @@ package bunstore
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 )
 
@@ -70,6 +71,10 @@ func (s *Store) groupWrite(ctx context.Context, fn func(*wtx) error) error {
 		g.leading = true
 		g.mu.Unlock()
 	}
+	// Let writers that are about to queue (runnable, just not scheduled
+	// yet) join this batch: one commit for more writes, and fewer writes
+	// waiting a whole batch behind it.
+	runtime.Gosched()
 	g.mu.Lock()
 	n := min(len(g.queue), maxBatch)
 	batch := make([]*writeReq, n)
