@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"ListsByAccount", testListsByAccount},
 		{"Accounts", testAccounts},
 		{"Audit", testAudit},
+		{"WritesInOrder", testWritesInOrder},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyReplaceExpired", testIdempotencyReplace},
 		{"DeleteIdempotencyBefore", testDeleteIdempotencyBefore},
@@ -1124,4 +1125,76 @@ func testCompactionDuringWrites(t *testing.T, s yaps.Store) {
 	n, err := s.UpdateCount(ctx, f.list.Ref)
 	require.NoError(t, err)
 	require.Equal(t, d.LastSeq-d.StateSeq, n)
+}
+
+// What an Update wrote reads back as if each write ran when it was made:
+// the last write of a yap wins, a read in the middle sees the writes
+// before it, and log updates and audit entries keep their order.
+func testWritesInOrder(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)
+	ref := f.list.Ref
+	var audits []*yaps.AuditEntry
+	audit := func(tx yaps.Tx, yid string) error {
+		e := &yaps.AuditEntry{ListRef: ref, At: at(5), PermissionID: f.owner.ID, Role: yaps.RoleOwner,
+			Action: "yap.update", YapID: yid}
+		audits = append(audits, e)
+		return tx.AppendAudit(e)
+	}
+	a1, a2 := fullTask(ref, "a", at(1)), fullTask(ref, "a", at(1))
+	a2.Content = "second"
+	b := fullTask(ref, "b", at(2))
+	c := fullTask(ref, "c", at(3))
+	update(t, s, ref, func(tx yaps.Tx) error {
+		for _, step := range []func() error{
+			func() error { _, err := tx.AppendUpdate([]byte("u2")); return err },
+			func() error { return tx.PutYap(a1) },
+			func() error { return tx.PutYap(b) },
+			func() error { return audit(tx, "a") },
+			func() error { return tx.DeleteYap("b") },
+			func() error { return tx.PutYap(a2) },
+			func() error {
+				// A read in the middle sees everything before it.
+				p, err := tx.Permission(f.owner.ID)
+				if err == nil && p.ID != f.owner.ID {
+					return fmt.Errorf("read the wrong permission %q", p.ID)
+				}
+				return err
+			},
+			func() error { _, err := tx.AppendUpdate([]byte("u3")); return err },
+			func() error { return tx.PutYap(c) },
+			func() error { return tx.DeleteYap("c") },
+			func() error { return tx.PutYap(c) },
+			func() error { return audit(tx, "c") },
+		} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	got, err := s.Yap(ctx, ref, "a")
+	require.NoError(t, err)
+	require.Equal(t, "second", got.Content, "the last write of a yap wins")
+	_, err = s.Yap(ctx, ref, "b")
+	requireCode(t, yaps.ENOTFOUND, err)
+	got, err = s.Yap(ctx, ref, "c")
+	require.NoError(t, err)
+	require.Equal(t, normalizeYap(c).Content, got.Content)
+
+	dl, err := s.Doc(ctx, ref, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, dl.LastSeq)
+	require.Equal(t, [][]byte{[]byte("u2"), []byte("u3")}, dl.Updates[len(dl.Updates)-2:])
+	l, err := s.List(ctx, ref)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, l.DocVersion)
+
+	require.Len(t, audits, 2)
+	require.NotZero(t, audits[0].Seq)
+	require.Greater(t, audits[1].Seq, audits[0].Seq)
+	log, err := s.Audit(ctx, ref, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 2)
+	require.Equal(t, []string{"a", "c"}, []string{log[0].YapID, log[1].YapID})
+	require.Equal(t, audits[1].Seq, log[1].Seq)
 }
