@@ -158,10 +158,7 @@ func TestAuthCacheFollowsNotices(t *testing.T) {
 func TestAuthCacheStaleEntryNeverWrites(t *testing.T) {
 	t.Parallel()
 	e1 := newEnv(t)
-	s2, err := yaps.NewService(yaps.Config{Store: e1.store, Now: e1.clock.Now, PurgeInterval: -1,
-		PollInterval: -1, AuthCacheTTL: time.Hour})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s2.Close() })
+	s2 := e1.secondProcess(func(c *yaps.Config) { c.AuthCacheTTL = time.Hour })
 	owner := e1.list()
 	ref := owner.List.Ref
 	ed, err := e1.svc.IssuePermission(e1.ctx, owner, yaps.RoleEditor, "ed", nil)
@@ -188,10 +185,7 @@ func TestAuthCacheStaleEntryNeverWrites(t *testing.T) {
 func TestAuthCacheTTLExpires(t *testing.T) {
 	t.Parallel()
 	e1 := newEnv(t)
-	s2, err := yaps.NewService(yaps.Config{Store: e1.store, Now: e1.clock.Now, PurgeInterval: -1,
-		PollInterval: -1, AuthCacheTTL: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s2.Close() })
+	s2 := e1.secondProcess(func(c *yaps.Config) { c.AuthCacheTTL = 20 * time.Millisecond })
 	owner := e1.list()
 	ed, err := e1.svc.IssuePermission(e1.ctx, owner, yaps.RoleEditor, "ed", nil)
 	require.NoError(t, err)

@@ -105,3 +105,17 @@ func requireCode(t *testing.T, code string, err error) {
 	require.Error(t, err)
 	require.Equal(t, code, yaps.ErrorCode(err), "error: %v", err)
 }
+
+// secondProcess returns another Service on e's store, as a second process
+// sharing the database would be: no notifier, polling off.
+func (e *env) secondProcess(mods ...func(*yaps.Config)) *yaps.Service {
+	e.t.Helper()
+	cfg := yaps.Config{Store: e.store, Now: e.clock.Now, PurgeInterval: -1, PollInterval: -1}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s, err := yaps.NewService(cfg)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = s.Close() })
+	return s
+}

@@ -49,9 +49,7 @@ func TestWriteAheadSteadyState(t *testing.T) {
 func TestWriteAheadStaleRow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s2, err := yaps.NewService(yaps.Config{Store: e.store, Now: e.clock.Now, PurgeInterval: -1, PollInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s2.Close() })
+	s2 := e.secondProcess()
 	a := e.list()
 	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("one"), "", nil)
 	require.NoError(t, err)
@@ -87,9 +85,7 @@ func TestWriteAheadStaleRow(t *testing.T) {
 func TestWriteAheadRechecksInTransaction(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s2, err := yaps.NewService(yaps.Config{Store: e.store, Now: e.clock.Now, PurgeInterval: -1, PollInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s2.Close() })
+	s2 := e.secondProcess()
 	owner := e.list()
 	ed := e.actor(owner, yaps.RoleEditor)
 	y, _, err := e.svc.CreateYap(e.ctx, ed, yaps.KindTask, task("a"), "", nil)
