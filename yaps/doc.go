@@ -20,7 +20,11 @@
 // append the update(s), project changed yaps and the list row, append
 // audit entries, commit, then emit Events. A failure after the in-memory
 // document changed drops it from the cache, so memory never diverges from
-// the store. An HTTP PATCH of text is applied as a minimal edit (common
+// the store. When the process already holds the document and the list row
+// it last wrote, the edit, validation and projection run before the store
+// transaction, which then only checks the row is unchanged, re-checks the
+// code and replays the recorded writes (writeahead.go): a store with one
+// writer (SQLite) is then held only for the writes. An HTTP PATCH of text is applied as a minimal edit (common
 // prefix and suffix in UTF-16 units, never splitting a surrogate pair), so
 // concurrent edits merge per character.
 //
@@ -64,8 +68,12 @@
 //   - Purge removes yaps deleted longer ago than Config.DeletedRetention; it
 //     runs every Config.PurgeInterval and can be called directly (tests
 //     with a fake Config.Now). CompactNow folds a list's update log into
-//     one state; compaction also runs when more than Config.CompactAfter
-//     updates follow the last state.
+//     one state; compaction also runs in the background once the log is
+//     due (see Config.CompactAfter). Idempotency records older than
+//     Config.IdempotencyRetention (24 h) are ignored and pruned.
+//   - Config.AuthCacheTTL (1 s): codes this process verified are trusted
+//     for reads without a store query; changes made here, or announced by
+//     a Notifier, take effect at once, and writes always re-check.
 //
 // # Decisions
 //
