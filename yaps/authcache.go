@@ -20,7 +20,7 @@ import (
 //     revoked, or show a list row that changed, in another process that
 //     sent no notice, for at most Config.AuthCacheTTL.
 //   - Changes made through this process update or drop the entry before
-//     the call that made them returns (finish, forgetAuth), and notices of
+//     the call that made them returns (listWritten, forget), and notices of
 //     other processes (Config.Notifier) drop it when they arrive.
 //
 // Races between a store read that fills the cache and a change that lands

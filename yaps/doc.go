@@ -24,9 +24,10 @@
 // it last wrote, the edit, validation and projection run before the store
 // transaction, which then only checks the row is unchanged, re-checks the
 // code and replays the recorded writes (writeahead.go): a store with one
-// writer (SQLite) is then held only for the writes. An HTTP PATCH of text is applied as a minimal edit (common
-// prefix and suffix in UTF-16 units, never splitting a surrogate pair), so
-// concurrent edits merge per character.
+// writer (SQLite) is then held only for the writes. An HTTP PATCH of text
+// is applied as a minimal edit (common prefix and suffix in UTF-16 units,
+// never splitting a surrogate pair), so concurrent edits merge per
+// character.
 //
 // Sync clients write with ApplyUpdate. Their update is stored as sent; each
 // yap it changed is validated (schema, kind unchanged, the code's scope for

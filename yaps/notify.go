@@ -231,33 +231,32 @@ func (s *Service) listener() {
 // onNotice handles a notice of another process. Notices about lists this
 // process does not have pinned or watched are ignored: nobody here listens
 // to their events, and reads and writes catch up with the store anyway.
+//
+// Notices about a list's document, permissions or row also drop what the
+// auth cache holds of it, watched here or not: reads must not trust it.
 func (s *Service) onNotice(n Notice) {
-	switch n.Kind {
-	case NoticeDoc, NoticePermission, NoticeList:
-		// Whether or not anyone here watches the list, reads must not
-		// trust what they cached of it.
-		s.auth.forget(n.ListRef)
-	case NoticeResync:
-		s.auth.clear()
-	}
 	switch n.Kind {
 	case NoticeAwareness:
 		if s.docs.interested(n.ListRef) {
 			s.emit(Event{Kind: EventAwareness, ListRef: n.ListRef, Update: n.Payload})
 		}
 	case NoticeResync:
+		s.auth.clear()
 		for _, ref := range s.docs.watched() {
 			s.refreshLater(ref, refreshWork{full: true})
 		}
 	case NoticeDoc:
+		s.auth.forget(n.ListRef)
 		if s.docs.interested(n.ListRef) {
 			s.refreshLater(n.ListRef, refreshWork{seq: n.Seq})
 		}
 	case NoticePermission:
+		s.auth.forget(n.ListRef)
 		if s.docs.interested(n.ListRef) && n.PermissionID != "" {
 			s.refreshLater(n.ListRef, refreshWork{perms: []string{n.PermissionID}})
 		}
 	case NoticeList:
+		s.auth.forget(n.ListRef)
 		if s.docs.interested(n.ListRef) {
 			s.refreshLater(n.ListRef, refreshWork{list: true})
 		}

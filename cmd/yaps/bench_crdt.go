@@ -373,21 +373,10 @@ func replaySequential(ctx context.Context, pt *packedTrace, clientID uint64) (*y
 		var bad error
 		doc.Transact(func(*yjs.Transaction) {
 			for j := pt.txnStart[i]; j < pt.txnStart[i+1]; j++ {
-				pos, del := int(pt.pos[j]), int(pt.del[j])
 				ins := pt.ins[insStart:pt.insEnd[j]]
 				insStart = pt.insEnd[j]
-				if bad != nil {
-					continue
-				}
-				if n := text.Len(); pos+del > n {
-					bad = fmt.Errorf("patch [%d,%d) beyond text length %d", pos, pos+del, n)
-					continue
-				}
-				if del > 0 {
-					text.Delete(pos, del)
-				}
-				if ins != "" {
-					text.Insert(pos, ins, nil)
+				if bad == nil {
+					bad = applyPatch(text, int(pt.pos[j]), int(pt.del[j]), ins)
 				}
 			}
 		}, nil)
@@ -482,8 +471,8 @@ func replayConcurrent(ctx context.Context, tr *editTrace, txns [][]tracePatch, c
 	return d, d.GetText("text"), max(peak, heapObjects()), nil
 }
 
-// replayTxn applies one trace transaction. The engine panics on out-of-range
-// positions; that is reported as an error (a broken trace, not a crash).
+// replayTxnOrigin applies one trace transaction. A panic of the engine is
+// reported as an error (a broken trace, not a crash).
 func replayTxnOrigin(doc *yjs.Doc, text *yjs.Text, patches []tracePatch, origin any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -492,17 +481,25 @@ func replayTxnOrigin(doc *yjs.Doc, text *yjs.Text, patches []tracePatch, origin 
 	}()
 	doc.Transact(func(*yjs.Transaction) {
 		for _, p := range patches {
-			if n := text.Len(); p.Pos+p.Del > n {
-				panic(fmt.Sprintf("patch [%d,%d) beyond text length %d", p.Pos, p.Pos+p.Del, n))
-			}
-			if p.Del > 0 {
-				text.Delete(p.Pos, p.Del)
-			}
-			if p.Ins != "" {
-				text.Insert(p.Pos, p.Ins, nil)
+			if err = applyPatch(text, p.Pos, p.Del, p.Ins); err != nil {
+				return
 			}
 		}
 	}, origin)
+	return err
+}
+
+// applyPatch applies one trace patch to text, or says why it cannot.
+func applyPatch(text *yjs.Text, pos, del int, ins string) error {
+	if n := text.Len(); pos+del > n {
+		return fmt.Errorf("patch [%d,%d) beyond text length %d", pos, pos+del, n)
+	}
+	if del > 0 {
+		text.Delete(pos, del)
+	}
+	if ins != "" {
+		text.Insert(pos, ins, nil)
+	}
 	return nil
 }
 
