@@ -2,3 +2,6 @@ package yaps
 
 // WriteAheads reports how many writes of s took the write-ahead path.
 func WriteAheads(s *Service) int64 { return s.writeAheads.Load() }
+
+// PreparedWrites reports how many of them a yaps.PreparedWriter applied.
+func PreparedWrites(s *Service) int64 { return s.prepared.Load() }

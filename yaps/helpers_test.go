@@ -11,6 +11,7 @@ import (
 
 	"github.com/yaps-dev/yaps/store/bunstore"
 	"github.com/yaps-dev/yaps/store/memstore"
+	"github.com/yaps-dev/yaps/store/storetest"
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -54,8 +55,33 @@ type env struct {
 
 func newEnv(t *testing.T, mods ...func(*yaps.Config)) *env {
 	t.Helper()
+	return newEnvOn(t, testStore(t), mods...)
+}
+
+// storeKinds names the stores a test can run on with newEnvOn, each a
+// function returning a fresh one: memstore, an in-memory SQLite bunstore,
+// and Postgres (skipped unless YAPS_TEST_POSTGRES is set, which CI sets).
+var storeKinds = []struct {
+	name string
+	open func(t *testing.T) yaps.Store
+}{
+	{"memstore", func(*testing.T) yaps.Store { return memstore.New() }},
+	{"sqlite", func(t *testing.T) yaps.Store { return openStore(t, "sqlite::memory:") }},
+	{"postgres", func(t *testing.T) yaps.Store { return openStore(t, storetest.PostgresDSN(t)) }},
+}
+
+func openStore(t *testing.T, dsn string) yaps.Store {
+	t.Helper()
+	st, err := bunstore.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// newEnvOn is newEnv on the given store.
+func newEnvOn(t *testing.T, st yaps.Store, mods ...func(*yaps.Config)) *env {
+	t.Helper()
 	c := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	st := testStore(t)
 	cfg := yaps.Config{Store: st, Now: c.Now, PurgeInterval: -1}
 	for _, m := range mods {
 		m(&cfg)

@@ -107,6 +107,7 @@ type Service struct {
 	auth *authCache
 
 	writeAheads atomic.Int64 // writes prepared before their transaction (writeahead.go)
+	prepared    atomic.Int64 // of which a PreparedWriter store applied
 
 	subMu  sync.RWMutex
 	subs   map[int]func(Event)

@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -131,6 +132,42 @@ type Tx interface {
 // on the hot path.
 type PermissionActiveTx interface {
 	PermissionActive(id string) (found, active bool, err error)
+}
+
+// PreparedWriter is an optional interface of a Store: it applies a write
+// that the service prepared before any transaction (see writeahead.go) as
+// one statement pipeline, where Update's callback would make a round trip
+// per statement. The Postgres store implements it.
+type PreparedWriter interface {
+	// WritePrepared applies p atomically if the list row still holds
+	// p.Expect's values and, when p.PermissionID is set, that permission
+	// of the list is not revoked. When either check fails it writes
+	// nothing and reports applied false. A store that cannot take this
+	// write returns ErrPreparedUnsupported, also having written nothing.
+	WritePrepared(ctx context.Context, p *PreparedWrite) (applied bool, err error)
+}
+
+// ErrPreparedUnsupported is returned by PreparedWriter.WritePrepared when the
+// store declines the write; the service then writes through Update.
+var ErrPreparedUnsupported = errors.New("yaps: prepared writes are not supported")
+
+// PreparedWrite is a write to one list prepared ahead of its transaction.
+// It always appends at least one document update.
+type PreparedWrite struct {
+	Expect       *List  // the row the write was prepared against
+	PermissionID string // "" for system writes
+	// List is the row to store: Expect, or the last SaveList, with
+	// DocVersion advanced by the updates among Ops.
+	List *List
+	Ops  []PreparedOp // in order
+}
+
+// PreparedOp is one write of a PreparedWrite; exactly one field is set.
+type PreparedOp struct {
+	Update      []byte      // append as the next seq
+	PutYap      *Yap        // insert or replace the projection
+	DeleteYapID string      // delete the projection, if there is one
+	Audit       *AuditEntry // append; the store sets Seq
 }
 
 // YapQuery selects a page of yaps.

@@ -18,6 +18,13 @@ import (
 // still active, and replays the recorded writes. The list's lock is held
 // throughout, so nothing in this process writes the list in between.
 //
+// A store that implements PreparedWriter (Postgres) takes the recorded
+// writes as data instead, and applies them with the same two checks in one
+// statement pipeline, batched with other lists' writes (bunstore's
+// prepared.go): one round trip instead of one per statement. A write that
+// also stores an idempotency record goes through Update, whose conflict
+// must roll the write back.
+//
 // Anything unexpected (fn fails, the row changed, fn needs a store read)
 // abandons the preparation: the document, which may hold its edits, is
 // dropped, and the write runs the ordinary way, inside the transaction,
@@ -43,6 +50,25 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func
 			e.drop()
 		}
 		return errWriteAhead
+	}
+	if pw, ok := s.cfg.Store.(PreparedWriter); ok && rec.preparable() {
+		p := rec.prepared(&row, a)
+		applied, err := pw.WritePrepared(ctx, p)
+		switch {
+		case errors.Is(err, ErrPreparedUnsupported):
+			// Replayed through Update below.
+		case err != nil:
+			e.drop()
+			return err
+		case !applied:
+			e.drop()
+			return errWriteAhead
+		default:
+			w.finish()
+			s.writeAheads.Add(1)
+			s.prepared.Add(1)
+			return nil
+		}
 	}
 	stale := false
 	err := s.cfg.Store.Update(ctx, e.ref, func(tx Tx) error {
@@ -85,12 +111,34 @@ type writeAheadTx struct {
 	list *List
 	seq  int64 // last seq handed out
 	ops  []func(Tx) error
+	// The same writes as data, for a PreparedWriter store.
+	prep    []PreparedOp
+	saved   *List
+	needsTx bool // a write PreparedWrite cannot carry (idempotency record)
+}
+
+// preparable reports whether the recorded writes fit a PreparedWrite.
+func (r *writeAheadTx) preparable() bool { return !r.needsTx && r.seq > r.list.DocVersion }
+
+// prepared returns the recorded writes as a PreparedWrite against row.
+func (r *writeAheadTx) prepared(row *List, a *Actor) *PreparedWrite {
+	l := r.list.Clone()
+	if r.saved != nil {
+		l = r.saved.Clone()
+	}
+	l.DocVersion = r.seq
+	p := &PreparedWrite{Expect: row, List: l, Ops: r.prep}
+	if a != nil {
+		p.PermissionID = a.Permission.ID
+	}
+	return p
 }
 
 func (r *writeAheadTx) List() *List { return r.list.Clone() }
 
 func (r *writeAheadTx) SaveList(l *List) error {
 	c := l.Clone()
+	r.saved = c
 	r.ops = append(r.ops, func(tx Tx) error { return tx.SaveList(c) })
 	return nil
 }
@@ -101,6 +149,7 @@ func (r *writeAheadTx) AppendUpdate(u []byte) (int64, error) {
 	}
 	r.seq++
 	want := r.seq
+	r.prep = append(r.prep, PreparedOp{Update: u})
 	r.ops = append(r.ops, func(tx Tx) error {
 		got, err := tx.AppendUpdate(u)
 		if err == nil && got != want {
@@ -115,6 +164,7 @@ func (r *writeAheadTx) AppendUpdate(u []byte) (int64, error) {
 
 func (r *writeAheadTx) PutYap(y *Yap) error {
 	c := copyYap(y)
+	r.prep = append(r.prep, PreparedOp{PutYap: c})
 	r.ops = append(r.ops, func(tx Tx) error { return tx.PutYap(c) })
 	return nil
 }
@@ -122,6 +172,7 @@ func (r *writeAheadTx) PutYap(y *Yap) error {
 // DeleteYap is only used where a missing projection is fine (both callers
 // ignore ENOTFOUND), so the replay ignores it too.
 func (r *writeAheadTx) DeleteYap(id string) error {
+	r.prep = append(r.prep, PreparedOp{DeleteYapID: id})
 	r.ops = append(r.ops, func(tx Tx) error {
 		if err := tx.DeleteYap(id); err != nil && !IsCode(err, ENOTFOUND) {
 			return err
@@ -134,11 +185,13 @@ func (r *writeAheadTx) DeleteYap(id string) error {
 // AppendAudit records e; its Seq is assigned by the replay, before the
 // write returns.
 func (r *writeAheadTx) AppendAudit(e *AuditEntry) error {
+	r.prep = append(r.prep, PreparedOp{Audit: e})
 	r.ops = append(r.ops, func(tx Tx) error { return tx.AppendAudit(e) })
 	return nil
 }
 
 func (r *writeAheadTx) PutIdempotency(rec *IdempotencyRecord) error {
+	r.needsTx = true // its conflict must roll the write back: Update's job
 	r.ops = append(r.ops, func(tx Tx) error { return tx.PutIdempotency(rec) })
 	return nil
 }

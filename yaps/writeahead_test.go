@@ -13,7 +13,10 @@ import (
 // the transaction, and give the same results as the ordinary path.
 func TestWriteAheadSteadyState(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	onEachStore(t, writeAheadSteadyState)
+}
+
+func writeAheadSteadyState(t *testing.T, e *env, kind string) {
 	a := e.list()
 	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("a"), "", nil)
 	require.NoError(t, err)
@@ -24,6 +27,12 @@ func TestWriteAheadSteadyState(t *testing.T) {
 		require.Equal(t, c, got.Content)
 		require.Equal(t, before+int64(i+1), yaps.WriteAheads(e.svc))
 	}
+	// On Postgres the store applied them as prepared writes.
+	wantPrepared := int64(0)
+	if kind == "postgres" {
+		wantPrepared = 3
+	}
+	require.Equal(t, wantPrepared, yaps.PreparedWrites(e.svc))
 	// What was written ahead is what the store holds.
 	stored, err := e.store.Yap(e.ctx, a.List.Ref, y.ID)
 	require.NoError(t, err)
@@ -48,7 +57,10 @@ func TestWriteAheadSteadyState(t *testing.T) {
 // redone the ordinary way, on the document caught up, and nothing is lost.
 func TestWriteAheadStaleRow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	onEachStore(t, writeAheadStaleRow)
+}
+
+func writeAheadStaleRow(t *testing.T, e *env, kind string) {
 	s2 := e.secondProcess()
 	a := e.list()
 	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("one"), "", nil)
@@ -84,7 +96,10 @@ func TestWriteAheadStaleRow(t *testing.T) {
 // when this process prepared the write with what it knew.
 func TestWriteAheadRechecksInTransaction(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	onEachStore(t, writeAheadRechecksInTransaction)
+}
+
+func writeAheadRechecksInTransaction(t *testing.T, e *env, kind string) {
 	s2 := e.secondProcess()
 	owner := e.list()
 	ed := e.actor(owner, yaps.RoleEditor)
@@ -105,4 +120,15 @@ func TestWriteAheadRechecksInTransaction(t *testing.T) {
 	stored, err = e.store.Yap(e.ctx, owner.List.Ref, y.ID)
 	require.NoError(t, err)
 	require.Equal(t, "a", stored.Content)
+}
+
+// onEachStore runs fn on a new env on each of storeKinds, in parallel.
+func onEachStore(t *testing.T, fn func(t *testing.T, e *env, kind string)) {
+	t.Helper()
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newEnvOn(t, k.open(t)), k.name)
+		})
+	}
 }

@@ -48,6 +48,10 @@ type Store struct {
 	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go
+
+	// Postgres prepared writes (prepared.go).
+	prepGroup  prepGroup
+	noPipeline atomic.Bool // the driver is not pgx's: decline them
 }
 
 var _ yaps.Store = (*Store)(nil)

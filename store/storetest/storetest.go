@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"Accounts", testAccounts},
 		{"Audit", testAudit},
 		{"WritesInOrder", testWritesInOrder},
+		{"WritePrepared", testWritePrepared},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyReplaceExpired", testIdempotencyReplace},
 		{"DeleteIdempotencyBefore", testDeleteIdempotencyBefore},

@@ -1,0 +1,163 @@
+package bunstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// Prepared writes on Postgres (yaps.PreparedWriter). Update's callback
+// makes one round trip per statement: BEGIN, the list row FOR UPDATE, the
+// permission check, each write, COMMIT. A prepared write knows all its
+// statements up front, so it goes as one pgx pipeline: the statements and a
+// single Sync, which Postgres runs as one implicit transaction (an error in
+// any statement rolls back all of them).
+//
+// The checks cannot stop the pipeline half way, so they guard the writes
+// instead. The first statement updates the list row only if it still holds
+// the expected values and the writer's permission is active; it takes the
+// row lock, so writers of the list in other processes queue behind it, and
+// a writer it queued behind changes the row, so the check fails. Every
+// later statement writes only if the list row was updated by this very
+// transaction (its xmin is our transaction id). A failed check thus writes
+// nothing, and the service falls back to Update, which reports why.
+
+// preparedSQL holds the Postgres statements of a prepared write.
+var preparedSQL = struct {
+	guard, update, putYap, deleteYap, audit string
+}{
+	guard: `UPDATE lists SET title = $2, kind = $3, updated_at = $4, archived_at = $5, rolled_up_at = $6,
+		account_id = $7, doc_version = $8
+		WHERE ref = $1 AND doc_version = $9 AND title = $10 AND kind = $11 AND created_at = $12 AND updated_at = $13
+		AND archived_at IS NOT DISTINCT FROM $14 AND rolled_up_at IS NOT DISTINCT FROM $15
+		AND account_id IS NOT DISTINCT FROM $16
+		AND ($17::text = '' OR EXISTS (SELECT 1 FROM permissions WHERE id = $17 AND list_ref = $1 AND revoked_at IS NULL))`,
+	update: `INSERT INTO doc_updates (list_ref, seq, data) SELECT $1::text, $2::bigint, $3::bytea WHERE ` + guardedBy,
+	putYap: `INSERT INTO yaps (list_ref, id, created_at, deleted_at, data) SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::bytea WHERE ` + guardedBy + `
+		ON CONFLICT (list_ref, id) DO UPDATE SET created_at = excluded.created_at,
+		deleted_at = excluded.deleted_at, data = excluded.data`,
+	deleteYap: `DELETE FROM yaps WHERE list_ref = $1 AND id = $2 AND ` + guardedBy,
+	audit: `INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail)
+		SELECT $1::text, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::text WHERE ` + guardedBy + ` RETURNING seq`,
+}
+
+// guardedBy holds when this transaction updated the list row $1.
+const guardedBy = `EXISTS (SELECT 1 FROM lists WHERE ref = $1 AND xmin = pg_current_xact_id()::xid)`
+
+var _ yaps.PreparedWriter = (*Store)(nil)
+
+// WritePrepared implements yaps.PreparedWriter on Postgres through pgx. It
+// declines (yaps.ErrPreparedUnsupported) on SQLite, whose group commit
+// already runs a write's statements without round trips, and on a
+// database/sql driver other than pgx's.
+func (s *Store) WritePrepared(ctx context.Context, p *yaps.PreparedWrite) (applied bool, err error) {
+	if !s.pg || s.noPipeline.Load() {
+		return false, yaps.ErrPreparedUnsupported
+	}
+	if err := checkPrepared(p); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return s.groupPrepared(ctx, p)
+}
+
+// checkPrepared rejects a PreparedWrite whose guard would not tell this
+// write from another: it must advance DocVersion by its updates.
+func checkPrepared(p *yaps.PreparedWrite) error {
+	n := int64(0)
+	for _, op := range p.Ops {
+		set := 0
+		for _, ok := range []bool{op.Update != nil, op.PutYap != nil, op.DeleteYapID != "", op.Audit != nil} {
+			if ok {
+				set++
+			}
+		}
+		if set != 1 {
+			return yaps.Errorf(yaps.EINTERNAL, "bunstore: a prepared op must do exactly one thing")
+		}
+		if op.Update != nil {
+			n++
+		}
+	}
+	if p.Expect == nil || p.List == nil || n == 0 || p.List.Ref != p.Expect.Ref ||
+		p.List.DocVersion != p.Expect.DocVersion+n {
+		return yaps.Errorf(yaps.EINTERNAL, "bunstore: malformed prepared write")
+	}
+	return nil
+}
+
+// queuePrepared queues p's statements on b.
+func queuePrepared(b *pgx.Batch, p *yaps.PreparedWrite) {
+	ref, l, x := p.Expect.Ref, p.List, p.Expect
+	b.Queue(preparedSQL.guard, ref, l.Title, string(l.Kind), ms(l.UpdatedAt), msPtr(l.ArchivedAt), msPtr(l.RolledUpAt),
+		nullString(l.AccountID), l.DocVersion,
+		x.DocVersion, x.Title, string(x.Kind), ms(x.CreatedAt), ms(x.UpdatedAt), msPtr(x.ArchivedAt), msPtr(x.RolledUpAt),
+		nullString(x.AccountID), p.PermissionID)
+	seq := x.DocVersion
+	for _, op := range p.Ops {
+		switch {
+		case op.Update != nil:
+			seq++
+			b.Queue(preparedSQL.update, ref, seq, op.Update)
+		case op.PutYap != nil:
+			y := op.PutYap
+			b.Queue(preparedSQL.putYap, ref, y.ID, ms(y.CreatedAt), msPtr(y.DeletedAt), encodeYap(y))
+		case op.DeleteYapID != "":
+			b.Queue(preparedSQL.deleteYap, ref, op.DeleteYapID)
+		case op.Audit != nil:
+			a := op.Audit
+			b.Queue(preparedSQL.audit, ref, ms(a.At), a.PermissionID, string(a.Role), a.Action, a.YapID, a.Detail)
+		}
+	}
+}
+
+// readPrepared reads the results of p's statements from br: whether p
+// applied, and the seqs of its audit entries, in order.
+func readPrepared(br pgx.BatchResults, p *yaps.PreparedWrite) (bool, []int64, error) {
+	tag, err := br.Exec()
+	if err != nil {
+		return false, nil, err
+	}
+	applied := tag.RowsAffected() == 1
+	var seqs []int64
+	for _, op := range p.Ops {
+		if op.Audit == nil {
+			if _, err := br.Exec(); err != nil {
+				return false, nil, err
+			}
+			continue
+		}
+		var seq int64
+		rows, err := br.Query()
+		if err != nil {
+			return false, nil, err
+		}
+		for rows.Next() {
+			if err := rows.Scan(&seq); err != nil {
+				rows.Close()
+				return false, nil, err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, nil, err
+		}
+		seqs = append(seqs, seq)
+	}
+	return applied, seqs, nil
+}
+
+// setAuditSeqs gives p's audit entries their seqs, once p committed.
+func setAuditSeqs(p *yaps.PreparedWrite, seqs []int64) {
+	i := 0
+	for _, op := range p.Ops {
+		if op.Audit != nil {
+			op.Audit.Seq = seqs[i]
+			i++
+		}
+	}
+}
