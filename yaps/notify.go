@@ -32,6 +32,14 @@ type Notifier interface {
 	Listen(ctx context.Context, fn func(Notice)) error
 }
 
+// BatchPublisher is an optional interface of a Notifier: PublishBatch
+// sends several notices at once, in order, where Publish would take a round
+// trip each (store/pgnotify sends them in one statement). The publisher
+// uses it when more than one notice is waiting.
+type BatchPublisher interface {
+	PublishBatch(ctx context.Context, ns []Notice) error
+}
+
 // Notice is one message between processes. Only the fields of its Kind
 // are set.
 type Notice struct {
@@ -135,6 +143,16 @@ func (s *Service) publisher() {
 	batch := make([]Notice, 0, 64)
 	send := func(ctx context.Context) {
 		batch = mergeDocNotices(batch)
+		if bp, ok := s.cfg.Notifier.(BatchPublisher); ok && len(batch) > 1 {
+			pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+			err := bp.PublishBatch(pctx, batch)
+			cancel()
+			if err != nil && time.Since(lastErr) > notifyErrorEach {
+				lastErr = time.Now()
+				s.log.Warn("yaps: publishing notices failed; other processes catch up by polling", "notices", len(batch), "err", err)
+			}
+			return
+		}
 		for _, n := range batch {
 			if ctx.Err() != nil {
 				return

@@ -321,3 +321,70 @@ func TestNotifierBurst(t *testing.T) {
 		require.EqualValues(t, 2+i, ev.Seq)
 	}
 }
+
+// gatedBatcher is a Notifier with PublishBatch whose first Publish waits
+// for gate, so notices queue up behind it.
+type gatedBatcher struct {
+	gate    chan struct{}
+	started chan struct{}
+	mu      sync.Mutex
+	calls   [][]yaps.Notice
+}
+
+func (g *gatedBatcher) Publish(_ context.Context, n yaps.Notice) error {
+	g.mu.Lock()
+	first := len(g.calls) == 0
+	g.calls = append(g.calls, []yaps.Notice{n})
+	g.mu.Unlock()
+	if first {
+		close(g.started)
+		<-g.gate
+	}
+	return nil
+}
+
+func (g *gatedBatcher) PublishBatch(_ context.Context, ns []yaps.Notice) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, append([]yaps.Notice(nil), ns...))
+	return nil
+}
+
+func (g *gatedBatcher) Listen(ctx context.Context, _ func(yaps.Notice)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Notices that queue while one is being published go out as one batch, in
+// order, to a Notifier that is a BatchPublisher.
+func TestNoticesPublishedInBatches(t *testing.T) {
+	t.Parallel()
+	g := &gatedBatcher{gate: make(chan struct{}), started: make(chan struct{})}
+	e := newEnv(t, func(c *yaps.Config) { c.Notifier = g; c.PollInterval = -1 })
+	for i := range 5 {
+		require.NoError(t, e.svc.PublishAwareness(e.ctx, "r", []byte{byte(i)}))
+		if i == 0 {
+			<-g.started
+		}
+	}
+	close(g.gate)
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		n := 0
+		for _, c := range g.calls {
+			n += len(c)
+		}
+		return n == 5
+	}, 2*time.Second, 5*time.Millisecond)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Len(t, g.calls, 2, "one Publish, then one PublishBatch")
+	var payloads []byte
+	for _, c := range g.calls {
+		for _, n := range c {
+			payloads = append(payloads, n.Payload...)
+		}
+	}
+	require.Equal(t, []byte{0, 1, 2, 3, 4}, payloads)
+}

@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +90,7 @@ type Config struct {
 type Notifier struct {
 	cfg     Config
 	id      string
+	own     string // the prefix of this Notifier's payloads, see wire
 	connCfg *pgx.ConnConfig
 	pool    *pgxpool.Pool
 
@@ -149,6 +151,7 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	n := &Notifier{cfg: cfg, id: hex.EncodeToString(raw[:]), done: make(chan struct{}), subs: map[int]func(yaps.Notice){}}
+	n.own = `{"s":"` + n.id + `"`
 
 	cc, err := pgx.ParseConfig(cfg.DSN)
 	if err != nil {
@@ -194,10 +197,12 @@ func (n *Notifier) Close() error {
 	return nil
 }
 
-// wire is the JSON form of a notice.
+// wire is the JSON form of a notice. The sender comes first, so a process
+// recognizes its own notices (every listener hears them) by their prefix
+// without decoding them.
 type wire struct {
-	K yaps.NoticeKind `json:"k"`
 	S string          `json:"s"`
+	K yaps.NoticeKind `json:"k"`
 	R string          `json:"r,omitempty"`
 	Q int64           `json:"q,omitempty"`
 	P string          `json:"p,omitempty"`
@@ -210,28 +215,67 @@ func (n *Notifier) Publish(ctx context.Context, notice yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
 	}
+	payload, err := n.encode(notice)
+	if err != nil || payload == "" {
+		return err
+	}
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, payload); err != nil {
+		return fmt.Errorf("pgnotify: notify: %w", err)
+	}
+	return nil
+}
+
+var _ yaps.BatchPublisher = (*Notifier)(nil)
+
+// PublishBatch implements yaps.BatchPublisher: the notices go in one
+// statement, so one round trip and one transaction, in order. A notice
+// that cannot be sent (over the payload limit) is left out and reported in
+// the error; the others are still sent.
+func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) error {
+	if n.ctx.Err() != nil {
+		return ErrClosed
+	}
+	payloads := make([]string, 0, len(notices))
+	var errs []error
+	for _, notice := range notices {
+		p, err := n.encode(notice)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if p != "" {
+			payloads = append(payloads, p)
+		}
+	}
+	if len(payloads) > 0 {
+		if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", n.cfg.Channel, payloads); err != nil {
+			errs = append(errs, fmt.Errorf("pgnotify: notify: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// encode returns the NOTIFY payload of notice, or "" for a notice that is
+// not sent (local only, or an awareness update over the limit).
+func (n *Notifier) encode(notice yaps.Notice) (string, error) {
 	if notice.Kind == yaps.NoticeResync {
-		return nil // local only
+		return "", nil // local only
 	}
 	if notice.Kind == yaps.NoticeAwareness && len(notice.Payload) > MaxAwarenessPayload {
 		n.cfg.Logger.Debug("pgnotify: awareness update too large; dropped", "list", notice.ListRef, "bytes", len(notice.Payload))
-		return nil
+		return "", nil
 	}
 	b, err := json.Marshal(wire{K: notice.Kind, S: n.id, R: notice.ListRef, Q: notice.Seq, P: notice.PermissionID, A: notice.Payload})
 	if err != nil {
-		return fmt.Errorf("pgnotify: %w", err)
+		return "", fmt.Errorf("pgnotify: %w", err)
 	}
 	if len(b) > maxPayload {
 		if notice.Kind == yaps.NoticeAwareness {
 			n.cfg.Logger.Debug("pgnotify: awareness notice too large; dropped", "list", notice.ListRef, "bytes", len(b))
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", len(b))
+		return "", fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", len(b))
 	}
-	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, string(b)); err != nil {
-		return fmt.Errorf("pgnotify: notify: %w", err)
-	}
-	return nil
+	return string(b), nil
 }
 
 // Listen calls fn for every notice of another process until ctx is done
@@ -273,6 +317,9 @@ func (n *Notifier) deliver(notice yaps.Notice) {
 // handle decodes a notification payload and delivers it unless it is this
 // Notifier's own.
 func (n *Notifier) handle(payload string) {
+	if strings.HasPrefix(payload, n.own) {
+		return // our own
+	}
 	var w wire
 	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.K == 0 {
 		n.cfg.Logger.Debug("pgnotify: undecodable notification ignored", "channel", n.cfg.Channel, "err", err)

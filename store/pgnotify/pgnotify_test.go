@@ -191,3 +191,31 @@ func TestClosed(t *testing.T) {
 	require.ErrorIs(t, <-done, pgnotify.ErrClosed)
 	require.ErrorIs(t, n.Publish(context.Background(), yaps.Notice{Kind: yaps.NoticeList}), pgnotify.ErrClosed)
 }
+
+// PublishBatch sends every sendable notice, in order, and reports the
+// ones it could not send.
+func TestPublishBatch(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	n1, n2 := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	in2 := listen(t, n2)
+	batch := []yaps.Notice{
+		{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7},
+		{Kind: yaps.NoticeResync},                                                                         // local only
+		{Kind: yaps.NoticeDoc, ListRef: strings.Repeat("x", 9000), Seq: 1},                                // over the limit
+		{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: make([]byte, 2*pgnotify.MaxAwarenessPayload)}, // dropped
+		{Kind: yaps.NoticeList, ListRef: "b"},
+		{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7}, // a duplicate is still delivered once
+	}
+	err := n1.PublishBatch(context.Background(), batch)
+	require.ErrorContains(t, err, "exceeds the NOTIFY limit")
+	got := recv(t, in2)
+	require.Equal(t, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7, Sender: n1.ID()}, got)
+	got = recv(t, in2)
+	require.Equal(t, yaps.Notice{Kind: yaps.NoticeList, ListRef: "b", Sender: n1.ID()}, got)
+	quiet(t, in2)
+
+	require.NoError(t, n1.PublishBatch(context.Background(), nil))
+	require.NoError(t, n1.Close())
+	require.ErrorIs(t, n1.PublishBatch(context.Background(), batch[:1]), pgnotify.ErrClosed)
+}
