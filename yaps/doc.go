@@ -24,7 +24,10 @@
 // it last wrote, the edit, validation and projection run before the store
 // transaction, which then only checks the row is unchanged, re-checks the
 // code and replays the recorded writes (writeahead.go): a store with one
-// writer (SQLite) is then held only for the writes. An HTTP PATCH of text
+// writer (SQLite) is then held only for the writes. A store that
+// implements PreparedWriter (Postgres) takes those writes as data and
+// applies them, with the same checks, in one statement pipeline shared
+// with other lists' writes. An HTTP PATCH of text
 // is applied as a minimal edit (common prefix and suffix in UTF-16 units,
 // never splitting a surrogate pair), so concurrent edits merge per
 // character.

@@ -20,6 +20,11 @@
 //     first so writers queue in Go instead of polling in SQLite's busy
 //     handler. The update log's (list_ref, seq) primary key makes a forked
 //     document impossible even if that locking were bypassed.
+//   - On Postgres, writes the service prepared ahead (yaps.PreparedWriter)
+//     go as one pgx pipeline per batch of lists: guarded statements, one
+//     Sync, one implicit transaction (prepared.go, prepgroup.go). With a
+//     *bun.DB on another driver than pgx's, the store declines them and
+//     every write takes Update.
 //   - Hot queries are plain database/sql calls with placeholders rather
 //     than Bun's query builder, which formats arguments into the SQL text
 //     and so defeats pgx's per-connection prepared statement cache.
