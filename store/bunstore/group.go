@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -118,14 +119,7 @@ func (s *Store) groupWrite(ctx context.Context, fn func(*wtx) error) error {
 func (s *Store) runBatch(batch []*writeReq) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	live := make([]*writeReq, 0, len(batch))
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			continue
-		}
-		live = append(live, r)
-	}
+	live := slices.DeleteFunc(slices.Clone(batch), (*writeReq).cancelled)
 	if len(live) == 0 {
 		return
 	}
@@ -237,4 +231,10 @@ func (s *Store) call(r *writeReq, w *writer) {
 	}()
 	r.err = r.fn(&wtx{w: w})
 	done = true
+}
+
+// cancelled reports whether r's context is done, which is then its error.
+func (r *writeReq) cancelled() bool {
+	r.err = r.ctx.Err()
+	return r.err != nil
 }

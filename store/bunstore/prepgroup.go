@@ -115,14 +115,7 @@ func takeBatch(queue *[]*prepReq, lead *prepReq) []*prepReq {
 // runPreparedBatch runs batch and records each write's outcome. It does
 // not panic.
 func (s *Store) runPreparedBatch(batch []*prepReq) {
-	live := make([]*prepReq, 0, len(batch))
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			continue
-		}
-		live = append(live, r)
-	}
+	live := slices.DeleteFunc(slices.Clone(batch), (*prepReq).cancelled)
 	if len(live) == 0 {
 		return
 	}
@@ -201,4 +194,10 @@ func pipeline(c *pgx.Conn, rs []*prepReq) error {
 		}
 	}
 	return nil
+}
+
+// cancelled reports whether r's context is done, which is then its error.
+func (r *prepReq) cancelled() bool {
+	r.err = r.ctx.Err()
+	return r.err != nil
 }
