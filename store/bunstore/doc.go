@@ -3,7 +3,8 @@
 // pgx's database/sql driver), with Bun providing the dialects and the
 // migration runner.
 //
-// Open takes a DSN and returns a migrated store; New wraps a *bun.DB an
+// Postgres 13 or newer is required (prepared writes use
+// pg_current_xact_id). Open takes a DSN and returns a migrated store; New wraps a *bun.DB an
 // application already has. The schema lives in embedded SQL migrations,
 // one directory per dialect, applied by Migrate.
 //
