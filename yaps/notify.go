@@ -141,29 +141,28 @@ func (s *Service) publisher() {
 	defer s.wg.Done()
 	var lastErr time.Time
 	batch := make([]Notice, 0, 64)
+	// publish runs fn with the publish timeout and logs its error, at most
+	// once per notifyErrorEach.
+	publish := func(ctx context.Context, fn func(context.Context) error, what ...any) {
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		err := fn(pctx)
+		cancel()
+		if err != nil && time.Since(lastErr) > notifyErrorEach {
+			lastErr = time.Now()
+			s.log.Warn("yaps: publishing failed; other processes catch up by polling", append(what, "err", err)...)
+		}
+	}
 	send := func(ctx context.Context) {
 		batch = mergeDocNotices(batch)
 		if bp, ok := s.cfg.Notifier.(BatchPublisher); ok && len(batch) > 1 {
-			pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-			err := bp.PublishBatch(pctx, batch)
-			cancel()
-			if err != nil && time.Since(lastErr) > notifyErrorEach {
-				lastErr = time.Now()
-				s.log.Warn("yaps: publishing notices failed; other processes catch up by polling", "notices", len(batch), "err", err)
-			}
+			publish(ctx, func(ctx context.Context) error { return bp.PublishBatch(ctx, batch) }, "notices", len(batch))
 			return
 		}
 		for _, n := range batch {
 			if ctx.Err() != nil {
 				return
 			}
-			pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-			err := s.cfg.Notifier.Publish(pctx, n)
-			cancel()
-			if err != nil && time.Since(lastErr) > notifyErrorEach {
-				lastErr = time.Now()
-				s.log.Warn("yaps: publishing a notice failed; other processes catch up by polling", "list", n.ListRef, "err", err)
-			}
+			publish(ctx, func(ctx context.Context) error { return s.cfg.Notifier.Publish(ctx, n) }, "list", n.ListRef)
 		}
 	}
 	drain := func() {

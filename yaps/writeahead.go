@@ -37,7 +37,7 @@ var errWriteAhead = errors.New("yaps: write ahead not possible")
 // when the caller must run the ordinary path. e.mu is held.
 func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func(w *writeOp) error) error {
 	row := *e.row
-	rec := &writeAheadTx{list: row.Clone()}
+	rec := &writeAheadTx{list: row.Clone(), seq: row.DocVersion}
 	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *row.Clone()}
 	if err := fn(w); err != nil {
 		if w.dirty {
@@ -105,20 +105,20 @@ func sameListRow(a, b *List) bool {
 }
 
 // writeAheadTx is the Tx of a prepared write: it records the writes the
-// write path makes, for replay inside the real transaction. Reads are not
-// available (errWriteAhead).
+// write path makes, as the PreparedWrite a PreparedWriter store takes, and
+// replays them inside the real transaction for the other stores. Reads are
+// not available (errWriteAhead).
 type writeAheadTx struct {
-	list *List
-	seq  int64 // last seq handed out
-	ops  []func(Tx) error
-	// The same writes as data, for a PreparedWriter store.
-	prep    []PreparedOp
-	saved   *List
-	needsTx bool // a write PreparedWrite cannot carry (idempotency record)
+	list  *List
+	seq   int64        // last seq handed out
+	ops   []PreparedOp // in order
+	saved *List        // the last SaveList
+	idem  []*IdempotencyRecord
 }
 
-// preparable reports whether the recorded writes fit a PreparedWrite.
-func (r *writeAheadTx) preparable() bool { return !r.needsTx && r.seq > r.list.DocVersion }
+// preparable reports whether the recorded writes fit a PreparedWrite: an
+// idempotency record's conflict must roll the write back, Update's job.
+func (r *writeAheadTx) preparable() bool { return len(r.idem) == 0 && r.seq > r.list.DocVersion }
 
 // prepared returns the recorded writes as a PreparedWrite against row.
 func (r *writeAheadTx) prepared(row *List, a *Actor) *PreparedWrite {
@@ -127,7 +127,7 @@ func (r *writeAheadTx) prepared(row *List, a *Actor) *PreparedWrite {
 		l = r.saved.Clone()
 	}
 	l.DocVersion = r.seq
-	p := &PreparedWrite{Expect: row, List: l, Ops: r.prep}
+	p := &PreparedWrite{Expect: row, List: l, Ops: r.ops}
 	if a != nil {
 		p.PermissionID = a.Permission.ID
 	}
@@ -137,62 +137,38 @@ func (r *writeAheadTx) prepared(row *List, a *Actor) *PreparedWrite {
 func (r *writeAheadTx) List() *List { return r.list.Clone() }
 
 func (r *writeAheadTx) SaveList(l *List) error {
-	c := l.Clone()
-	r.saved = c
-	r.ops = append(r.ops, func(tx Tx) error { return tx.SaveList(c) })
+	r.saved = l.Clone()
 	return nil
 }
 
 func (r *writeAheadTx) AppendUpdate(u []byte) (int64, error) {
-	if r.seq == 0 {
-		r.seq = r.list.DocVersion
+	if u == nil {
+		u = []byte{} // a nil Update would be an empty PreparedOp
 	}
 	r.seq++
-	want := r.seq
-	r.prep = append(r.prep, PreparedOp{Update: u})
-	r.ops = append(r.ops, func(tx Tx) error {
-		got, err := tx.AppendUpdate(u)
-		if err == nil && got != want {
-			// The row check makes this impossible; never store a
-			// document whose seqs the cache disagrees with.
-			return Errorf(EINTERNAL, "update seq %d, prepared as %d", got, want)
-		}
-		return err
-	})
-	return want, nil
+	r.ops = append(r.ops, PreparedOp{Update: u})
+	return r.seq, nil
 }
 
 func (r *writeAheadTx) PutYap(y *Yap) error {
-	c := copyYap(y)
-	r.prep = append(r.prep, PreparedOp{PutYap: c})
-	r.ops = append(r.ops, func(tx Tx) error { return tx.PutYap(c) })
+	r.ops = append(r.ops, PreparedOp{PutYap: copyYap(y)})
 	return nil
 }
 
-// DeleteYap is only used where a missing projection is fine (both callers
-// ignore ENOTFOUND), so the replay ignores it too.
 func (r *writeAheadTx) DeleteYap(id string) error {
-	r.prep = append(r.prep, PreparedOp{DeleteYapID: id})
-	r.ops = append(r.ops, func(tx Tx) error {
-		if err := tx.DeleteYap(id); err != nil && !IsCode(err, ENOTFOUND) {
-			return err
-		}
-		return nil
-	})
+	r.ops = append(r.ops, PreparedOp{DeleteYapID: id})
 	return nil
 }
 
 // AppendAudit records e; its Seq is assigned by the replay, before the
 // write returns.
 func (r *writeAheadTx) AppendAudit(e *AuditEntry) error {
-	r.prep = append(r.prep, PreparedOp{Audit: e})
-	r.ops = append(r.ops, func(tx Tx) error { return tx.AppendAudit(e) })
+	r.ops = append(r.ops, PreparedOp{Audit: e})
 	return nil
 }
 
 func (r *writeAheadTx) PutIdempotency(rec *IdempotencyRecord) error {
-	r.needsTx = true // its conflict must roll the write back: Update's job
-	r.ops = append(r.ops, func(tx Tx) error { return tx.PutIdempotency(rec) })
+	r.idem = append(r.idem, rec)
 	return nil
 }
 
@@ -204,9 +180,43 @@ func (r *writeAheadTx) RevokePermission(string, time.Time) error {
 }
 func (r *writeAheadTx) ActiveOwners() (int, error) { return 0, errWriteAhead }
 
+// replay makes the recorded writes through tx. A store's SaveList only
+// records the row, so it can come last.
 func (r *writeAheadTx) replay(tx Tx) error {
+	seq := r.list.DocVersion
 	for _, op := range r.ops {
-		if err := op(tx); err != nil {
+		var err error
+		switch {
+		case op.Update != nil:
+			seq++
+			var got int64
+			got, err = tx.AppendUpdate(op.Update)
+			if err == nil && got != seq {
+				// The row check makes this impossible; never store a
+				// document whose seqs the cache disagrees with.
+				err = Errorf(EINTERNAL, "update seq %d, prepared as %d", got, seq)
+			}
+		case op.PutYap != nil:
+			err = tx.PutYap(op.PutYap)
+		case op.DeleteYapID != "":
+			// Both callers ignore a missing projection; so does the replay.
+			if err = tx.DeleteYap(op.DeleteYapID); IsCode(err, ENOTFOUND) {
+				err = nil
+			}
+		case op.Audit != nil:
+			err = tx.AppendAudit(op.Audit)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if r.saved != nil {
+		if err := tx.SaveList(r.saved); err != nil {
+			return err
+		}
+	}
+	for _, rec := range r.idem {
+		if err := tx.PutIdempotency(rec); err != nil {
 			return err
 		}
 	}

@@ -303,3 +303,21 @@ func listArgs(l *yaps.List) []any {
 	return []any{l.Ref, l.Title, string(l.Kind), ms(l.CreatedAt), ms(l.UpdatedAt),
 		msPtr(l.ArchivedAt), msPtr(l.RolledUpAt), nullString(l.AccountID), l.DocVersion}
 }
+
+// saveListArgs are the arguments of saveListSQL: l's values, docVersion for
+// its DocVersion.
+func saveListArgs(l *yaps.List, docVersion int64) []any {
+	args := listArgs(l)
+	args[8] = docVersion
+	return append(args[:3:3], args[4:]...) // created_at never changes
+}
+
+// yapArgs are the arguments of the yap upserts.
+func yapArgs(listRef string, y *yaps.Yap) []any {
+	return []any{listRef, y.ID, ms(y.CreatedAt), msPtr(y.DeletedAt), encodeYap(y)}
+}
+
+// auditArgs are the arguments of the audit inserts.
+func auditArgs(listRef string, e *yaps.AuditEntry) []any {
+	return []any{listRef, ms(e.At), e.PermissionID, string(e.Role), e.Action, e.YapID, e.Detail}
+}

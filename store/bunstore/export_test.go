@@ -12,12 +12,11 @@ import (
 func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
 	g := &s.prepGroup
 	g.mu.Lock()
-	if g.leaders > 0 {
+	if g.leading {
 		g.mu.Unlock()
 		t.Fatal("GatePrepared: a batch is running")
 	}
-	held := maxPrepLeaders
-	g.leaders = held
+	g.leading = true
 	g.mu.Unlock()
 	wait = func(n int) {
 		deadline := time.Now().Add(5 * time.Second)
@@ -37,11 +36,8 @@ func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
 	release = func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		// One held slot becomes the leader of what queued; the others
-		// were never used.
-		g.leaders -= held - 1
 		if len(g.queue) == 0 {
-			g.leaders--
+			g.leading = false
 			return
 		}
 		next := g.queue[0]

@@ -28,11 +28,11 @@ import (
 var preparedSQL = struct {
 	guard, update, putYap, deleteYap, audit string
 }{
-	guard: `UPDATE lists SET title = $2, kind = $3, updated_at = $4, archived_at = $5, rolled_up_at = $6,
-		account_id = $7, doc_version = $8
-		WHERE ref = $1 AND doc_version = $9 AND title = $10 AND kind = $11 AND created_at = $12 AND updated_at = $13
-		AND archived_at IS NOT DISTINCT FROM $14 AND rolled_up_at IS NOT DISTINCT FROM $15
-		AND account_id IS NOT DISTINCT FROM $16
+	// saveListSQL ($1-$8), if the row still holds the expected values
+	// ($9-$16) and the permission $17, if any, is active.
+	guard: saveListSQL + ` AND title = $9 AND kind = $10 AND created_at = $11 AND updated_at = $12
+		AND archived_at IS NOT DISTINCT FROM $13 AND rolled_up_at IS NOT DISTINCT FROM $14
+		AND account_id IS NOT DISTINCT FROM $15 AND doc_version = $16
 		AND ($17::text = '' OR EXISTS (SELECT 1 FROM permissions WHERE id = $17 AND list_ref = $1 AND revoked_at IS NULL))`,
 	update: `INSERT INTO doc_updates (list_ref, seq, data) SELECT $1::text, $2::bigint, $3::bytea WHERE ` + guardedBy,
 	putYap: `INSERT INTO yaps (list_ref, id, created_at, deleted_at, data) SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::bytea WHERE ` + guardedBy + `
@@ -92,11 +92,9 @@ func checkPrepared(p *yaps.PreparedWrite) error {
 
 // queuePrepared queues p's statements on b.
 func queuePrepared(b *pgx.Batch, p *yaps.PreparedWrite) {
-	ref, l, x := p.Expect.Ref, p.List, p.Expect
-	b.Queue(preparedSQL.guard, ref, l.Title, string(l.Kind), ms(l.UpdatedAt), msPtr(l.ArchivedAt), msPtr(l.RolledUpAt),
-		nullString(l.AccountID), l.DocVersion,
-		x.DocVersion, x.Title, string(x.Kind), ms(x.CreatedAt), ms(x.UpdatedAt), msPtr(x.ArchivedAt), msPtr(x.RolledUpAt),
-		nullString(x.AccountID), p.PermissionID)
+	ref, x := p.Expect.Ref, p.Expect
+	args := append(saveListArgs(p.List, p.List.DocVersion), listArgs(x)[1:]...)
+	b.Queue(preparedSQL.guard, append(args, p.PermissionID)...)
 	seq := x.DocVersion
 	for _, op := range p.Ops {
 		switch {
@@ -104,13 +102,11 @@ func queuePrepared(b *pgx.Batch, p *yaps.PreparedWrite) {
 			seq++
 			b.Queue(preparedSQL.update, ref, seq, op.Update)
 		case op.PutYap != nil:
-			y := op.PutYap
-			b.Queue(preparedSQL.putYap, ref, y.ID, ms(y.CreatedAt), msPtr(y.DeletedAt), encodeYap(y))
+			b.Queue(preparedSQL.putYap, yapArgs(ref, op.PutYap)...)
 		case op.DeleteYapID != "":
 			b.Queue(preparedSQL.deleteYap, ref, op.DeleteYapID)
 		case op.Audit != nil:
-			a := op.Audit
-			b.Queue(preparedSQL.audit, ref, ms(a.At), a.PermissionID, string(a.Role), a.Action, a.YapID, a.Detail)
+			b.Queue(preparedSQL.audit, auditArgs(ref, op.Audit)...)
 		}
 	}
 }

@@ -38,18 +38,20 @@ type prepReq struct {
 type prepGroup struct {
 	mu        sync.Mutex
 	queue     []*prepReq
-	leaders   int          // batches running, up to maxPrepLeaders
+	leading   bool         // a batch is running, or its leader is about to run it
 	pipelines atomic.Int64 // pipelines sent, for tests
 }
 
 // groupPrepared runs p in a batch and returns its outcome. Every request
 // is taken off the queue exactly once: into a leader's batch, or as the
-// next leader.
+// next leader. One batch runs at a time: in the HTTP benchmark (16
+// writers, two CPUs) two or four concurrent batches cost 20-40% more CPU
+// per write, for smaller batches, and no throughput.
 func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool, error) {
 	r := &prepReq{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
 	g := &s.prepGroup
 	g.mu.Lock()
-	if g.leaders >= maxPrepLeaders {
+	if g.leading {
 		g.queue = append(g.queue, r)
 		g.mu.Unlock()
 		<-r.wake
@@ -57,7 +59,7 @@ func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool,
 			return r.applied, r.err
 		}
 	} else {
-		g.leaders++
+		g.leading = true
 		g.mu.Unlock()
 	}
 	runtime.Gosched() // let writers about to queue join (see group.go)
@@ -74,7 +76,7 @@ func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool,
 		next.lead = true
 		next.wake <- struct{}{}
 	} else {
-		g.leaders--
+		g.leading = false
 	}
 	g.mu.Unlock()
 	for _, b := range batch {
@@ -84,11 +86,6 @@ func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool,
 	}
 	return r.applied, r.err
 }
-
-// maxPrepLeaders bounds the batches in flight at once. One is best: in the
-// HTTP benchmark (16 writers, two CPUs) a second or fourth concurrent batch
-// cost 20-40% more CPU per write, for smaller batches, and no throughput.
-const maxPrepLeaders = 1
 
 // takeBatch returns lead and up to maxBatch-1 queued writes of other lists,
 // oldest first, removed from the queue, sorted by list ref.

@@ -21,6 +21,11 @@ type queries struct {
 }
 
 const listCols = `ref, title, kind, created_at, updated_at, archived_at, rolled_up_at, account_id, doc_version`
+
+// saveListSQL writes a list row; its arguments are saveListArgs.
+const saveListSQL = `UPDATE lists SET title = $2, kind = $3, updated_at = $4, archived_at = $5, rolled_up_at = $6,
+	account_id = $7, doc_version = $8 WHERE ref = $1`
+
 const permCols = `id, list_ref, role, scopes, label, created_at, revoked_at, code_hash`
 
 func buildQueries(pg bool) *queries {
@@ -34,9 +39,8 @@ func buildQueries(pg bool) *queries {
 		// SQLite has no row locks; its write transactions are exclusive.
 		listForUpdate:  `SELECT ` + listCols + `, state_seq FROM lists WHERE ref = $1` + forUpdate,
 		listsByAccount: `SELECT ` + listCols + ` FROM lists WHERE account_id = $1 ORDER BY created_at, ref`,
-		saveList: `UPDATE lists SET title = $2, kind = $3, updated_at = $4, archived_at = $5, rolled_up_at = $6,
-			account_id = $7, doc_version = $8 WHERE ref = $1`,
-		setDocVersion: `UPDATE lists SET doc_version = $2 WHERE ref = $1`,
+		saveList:       saveListSQL,
+		setDocVersion:  `UPDATE lists SET doc_version = $2 WHERE ref = $1`,
 
 		// One statement, so the header and the updates come from one
 		// snapshot even while a compaction runs. Row 0 is the header.

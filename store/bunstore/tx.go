@@ -53,13 +53,11 @@ func (s *Store) Update(ctx context.Context, listRef string, fn func(tx yaps.Tx) 
 		var saved yaps.List
 		switch {
 		case t.saved != nil:
-			args := listArgs(t.saved)
-			args[8] = t.lastSeq
 			if cache != nil {
 				delete(cache.lists, listRef)
 				saved = storedList(t.saved, t.start, t.lastSeq)
 			}
-			_, err = s.exec(ctx, sqlTx, s.q.saveList, append(args[:3:3], args[4:]...)...)
+			_, err = s.exec(ctx, sqlTx, s.q.saveList, saveListArgs(t.saved, t.lastSeq)...)
 		case t.lastSeq != t.start.DocVersion:
 			if cache != nil {
 				delete(cache.lists, listRef)
@@ -154,7 +152,7 @@ func (t *tx) PutYap(y *yaps.Yap) error {
 	if t.done {
 		return errDone
 	}
-	_, err := t.s.exec(t.ctx, t.tx, t.q.putYap, t.start.Ref, y.ID, ms(y.CreatedAt), msPtr(y.DeletedAt), encodeYap(y))
+	_, err := t.s.exec(t.ctx, t.tx, t.q.putYap, yapArgs(t.start.Ref, y)...)
 	return wrap(err, "put yap")
 }
 
@@ -240,7 +238,7 @@ func (t *tx) AppendAudit(e *yaps.AuditEntry) error {
 	if t.done {
 		return errDone
 	}
-	args := []any{t.start.Ref, ms(e.At), e.PermissionID, string(e.Role), e.Action, e.YapID, e.Detail}
+	args := auditArgs(t.start.Ref, e)
 	if t.s.pg {
 		return wrap(t.s.queryRow(t.ctx, t.tx, t.q.insertAudit, args...).Scan(&e.Seq), "append audit")
 	}
