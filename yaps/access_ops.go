@@ -131,6 +131,20 @@ func (s *Service) IssuePermission(ctx context.Context, a *Actor, role Role, labe
 	return &IssuedPermission{Permission: p, Code: code}, nil
 }
 
+// allActive is stillActive for each actor (several share a permission in a
+// batch of sync updates; it is checked once).
+func (s *Service) allActive(tx Tx, actors []*Actor) error {
+	for i, a := range actors {
+		if slices.ContainsFunc(actors[:i], func(b *Actor) bool { return b.Permission.ID == a.Permission.ID }) {
+			continue
+		}
+		if err := s.stillActive(tx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stillActive re-checks inside the list's transaction that the actor's
 // permission was not revoked since Authenticate.
 func (s *Service) stillActive(tx Tx, a *Actor) error {

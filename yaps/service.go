@@ -169,6 +169,11 @@ type Event struct {
 	Update       []byte // EventDocUpdate: the Yjs update as stored; EventAwareness: the awareness update
 	PermissionID string // EventCodeRevoked
 	Origin       any    // who caused it, e.g. a sync connection
+	// More is set on an EventDocUpdate when further EventDocUpdates of
+	// the same list follow at once (one write stored several updates). A
+	// relay may hold the update back until the last one and send them
+	// together; it must not wait for anything beyond that event.
+	More bool
 }
 
 // EventKind names an Event.

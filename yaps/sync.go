@@ -118,9 +118,100 @@ func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, orig
 	})
 }
 
+// ClientUpdate is one Yjs update a sync client sent, for ApplyUpdates.
+type ClientUpdate struct {
+	Actor  *Actor
+	Update []byte
+	Origin any
+}
+
+// ApplyUpdates applies several clients' updates to the list ref, in order,
+// as ApplyUpdate would one by one, but in a single write: one store
+// transaction and one list row update for all of them. Each update is
+// validated (and compensated) on its own, against the document as the
+// earlier ones left it. It returns one error per update, nil for those
+// applied. When the batch as a whole fails (a malformed update, a revoked
+// code, an archive meanwhile), nothing of it is written and each update is
+// applied alone, so every error is that update's own.
+func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpdate) []error {
+	errs := make([]error, len(ups))
+	var ok []int
+	for i, u := range ups {
+		if errs[i] = checkClientWrite(u.Actor, ref); errs[i] == nil {
+			ok = append(ok, i)
+		}
+	}
+	switch len(ok) {
+	case 0:
+		return errs
+	case 1:
+		u := ups[ok[0]]
+		errs[ok[0]] = s.ApplyUpdate(ctx, u.Actor, u.Update, u.Origin)
+		return errs
+	}
+	actors := make([]*Actor, len(ok))
+	for j, i := range ok {
+		actors[j] = ups[i].Actor
+	}
+	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
+	err := s.writeAs(ctx, ref, actors, func(w *writeOp) error {
+		if err := writable(&w.list); err != nil {
+			return err
+		}
+		w.batch = &batchView{yaps: map[string]*Yap{}}
+		for _, i := range ok {
+			w.actor = ups[i].Actor
+			if err := w.applyClientUpdate(ups[i].Update, ups[i].Origin); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, i := range ok {
+			u := ups[i]
+			errs[i] = s.ApplyUpdate(ctx, u.Actor, u.Update, u.Origin)
+		}
+	}
+	return errs
+}
+
+// checkClientWrite is what ApplyUpdate checks before it writes.
+func checkClientWrite(a *Actor, ref string) error {
+	if a == nil || a.Permission == nil || a.List == nil {
+		return Errorf(EUNAUTHORIZED, "a permission code is required")
+	}
+	if a.List.Ref != ref {
+		return Errorf(EFORBIDDEN, "the permission is for another list")
+	}
+	if err := a.can(opWriteYap, ""); err != nil {
+		return err
+	}
+	return writable(a.List)
+}
+
 func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	a, d, e := w.actor, w.doc, w.e
-	before, beforeList := e.view, e.list
+	beforeList := e.list
+	before := func(id string) *Yap { return e.view[id] }
+	if b := w.batch; b != nil {
+		if b.list != nil {
+			beforeList = *b.list
+		}
+		before = func(id string) *Yap {
+			if y, ok := b.yaps[id]; ok {
+				return y
+			}
+			return e.view[id]
+		}
+	}
+	// left records what a yap is once this update is validated (nil:
+	// absent), for the next update of a batch.
+	left := func(id string, y *Yap) {
+		if w.batch != nil {
+			w.batch.yaps[id] = y
+		}
+	}
 	changed := map[any]bool{}
 	ymKeys := map[string]bool{} // changed keys of the root map "yaps"
 	ym := d.GetMap(rootYaps)
@@ -171,7 +262,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	var fixes []func()
 	valid := map[string]*Yap{}
 	for id := range ids {
-		old := before[id]
+		old := before(id)
 		v, inDoc := ym.Get(id)
 		if !inDoc {
 			if old == nil {
@@ -180,6 +271,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 			if a.can(opWriteYap, old.Kind) == nil {
 				w.touch(id)
 				w.auditf("yap.remove", id, "sync")
+				left(id, nil)
 				continue
 			}
 			o := old
@@ -214,6 +306,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		}
 		switch {
 		case err == nil:
+			left(id, y)
 			if sameYap(y, old) {
 				continue
 			}
@@ -240,6 +333,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 			}
 		default:
 			w.touch(id)
+			left(id, nil)
 			fixes = append(fixes, func() { ym.Delete(id) })
 		}
 	}
@@ -252,8 +346,13 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		}
 		if err != nil {
 			fixes = append(fixes, func() { writeList(d, beforeList) })
-		} else if lf.Title != beforeList.Title || lf.Kind != beforeList.Kind || !sameTime(lf.ArchivedAt, beforeList.ArchivedAt) {
-			w.auditf("list.update", "", "sync")
+		} else {
+			if lf.Title != beforeList.Title || lf.Kind != beforeList.Kind || !sameTime(lf.ArchivedAt, beforeList.ArchivedAt) {
+				w.auditf("list.update", "", "sync")
+			}
+			if w.batch != nil {
+				w.batch.list = &lf
+			}
 		}
 	}
 	if len(fixes) == 0 {

@@ -34,6 +34,18 @@ type writeOp struct {
 	// (a sync update that needed no compensation), so commit projects
 	// them without reading and validating them again. Any edit clears it.
 	valid map[string]*Yap
+	// batch is set when one write applies several clients' updates
+	// (ApplyUpdates): each update is validated against the yaps and list
+	// fields as the earlier ones left them, so compensating one client's
+	// invalid edit never undoes another's valid one.
+	batch *batchView
+}
+
+// batchView holds the yaps (nil: absent) and list fields as the updates
+// applied so far in a batch left them; what it lacks is as in the cache.
+type batchView struct {
+	yaps map[string]*Yap
+	list *listFields
 }
 
 var errReload = errors.New("yaps: document must be reloaded")
@@ -100,10 +112,25 @@ func (w *writeOp) auditSyncUpdate(id string) {
 // events. If anything fails after the document was changed in memory, the
 // cached document is dropped so memory never diverges from the store.
 func (s *Service) write(ctx context.Context, ref string, a *Actor, fn func(w *writeOp) error) error {
+	var actors []*Actor
+	if a != nil {
+		actors = []*Actor{a}
+	}
+	return s.writeAs(ctx, ref, actors, fn)
+}
+
+// writeAs is write on behalf of several actors (a batch of sync updates):
+// every actor's code must still be active, and the write op starts as the
+// first one (fn may switch w.actor between its edits).
+func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn func(w *writeOp) error) error {
+	var a *Actor
+	if len(actors) > 0 {
+		a = actors[0]
+	}
 	e := s.docs.acquire(ref)
 	defer s.docs.release(e)
 	if e.doc != nil && e.row != nil && e.row.DocVersion == e.seq {
-		if err := s.writeAhead(ctx, e, a, fn); !errors.Is(err, errWriteAhead) {
+		if err := s.writeAhead(ctx, e, actors, fn); !errors.Is(err, errWriteAhead) {
 			return err
 		}
 	}
@@ -133,10 +160,8 @@ func (s *Service) write(ctx context.Context, ref string, a *Actor, fn func(w *wr
 					return errReload // the document may be half caught up
 				}
 			}
-			if a != nil {
-				if err := s.stillActive(tx, a); err != nil {
-					return err
-				}
+			if err := s.allActive(tx, actors); err != nil {
+				return err
 			}
 			if err := fn(w); err != nil {
 				return err
@@ -284,7 +309,7 @@ func (w *writeOp) finish() {
 		}
 	}
 	for i, u := range w.updates {
-		w.s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: p.seqs[i], Update: u, Origin: w.origins[i]})
+		w.s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: p.seqs[i], Update: u, Origin: w.origins[i], More: i < len(w.updates)-1})
 	}
 	if w.listRow || w.listEvent {
 		w.s.emit(Event{Kind: EventListChanged, ListRef: e.ref})

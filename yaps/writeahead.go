@@ -35,7 +35,11 @@ var errWriteAhead = errors.New("yaps: write ahead not possible")
 
 // writeAhead tries the write described above. It returns errWriteAhead
 // when the caller must run the ordinary path. e.mu is held.
-func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func(w *writeOp) error) error {
+func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, fn func(w *writeOp) error) error {
+	var a *Actor
+	if len(actors) > 0 {
+		a = actors[0]
+	}
 	row := *e.row
 	rec := &writeAheadTx{list: row.Clone(), seq: row.DocVersion}
 	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *row.Clone()}
@@ -51,7 +55,8 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func
 		}
 		return errWriteAhead
 	}
-	if pw, ok := s.cfg.Store.(PreparedWriter); ok && rec.preparable() {
+	// A PreparedWrite checks one permission.
+	if pw, ok := s.cfg.Store.(PreparedWriter); ok && rec.preparable() && len(actors) <= 1 {
 		p := rec.prepared(&row, a)
 		applied, err := pw.WritePrepared(ctx, p)
 		switch {
@@ -76,10 +81,8 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, a *Actor, fn func
 			stale = true
 			return errWriteAhead
 		}
-		if a != nil {
-			if err := s.stillActive(tx, a); err != nil {
-				return err
-			}
+		if err := s.allActive(tx, actors); err != nil {
+			return err
 		}
 		return rec.replay(tx)
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,13 +57,11 @@ type conn struct {
 	killMu    sync.Mutex
 	killTimer *time.Timer
 
-	// Updates waiting to be applied (see enqueue).
-	applyMu      sync.Mutex
+	// Updates of this connection waiting in the room's queue (see
+	// enqueue), guarded by room.applyMu.
 	applyCond    *sync.Cond
-	pending      [][]byte
+	pendingN     int
 	pendingBytes int
-	applying     bool
-	kick         chan struct{} // wakes a lingering worker (capacity 1)
 
 	// Used only by the connection's read goroutine.
 	tokens   float64
@@ -77,8 +77,7 @@ func newConn(s *Server, rm *room, a *yaps.Actor, code string) *conn {
 		c.permID = a.Permission.ID
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
-	c.applyCond = sync.NewCond(&c.applyMu)
-	c.kick = make(chan struct{}, 1)
+	c.applyCond = sync.NewCond(&rm.applyMu)
 	c.setActor(a)
 	return c
 }
@@ -111,6 +110,35 @@ func (c *conn) send(msg []byte) {
 	}
 	if err := c.sess.WriteBinary(msg); err != nil {
 		c.sent(len(msg))
+	}
+}
+
+// sendAll queues msgs in order, counting them all as queued up front so
+// that coalescingConn holds each one back for the next.
+func (c *conn) sendAll(msgs [][]byte) {
+	if len(msgs) == 1 {
+		c.send(msgs[0])
+		return
+	}
+	if c.closing.Load() {
+		return
+	}
+	size := 0
+	for _, m := range msgs {
+		size += len(m)
+	}
+	n := c.queuedMsgs.Add(int64(len(msgs)))
+	b := c.queuedBytes.Add(int64(size))
+	if n > int64(c.s.cfg.SendQueueMessages) || (b > c.s.cfg.SendQueueBytes && n > 1) {
+		c.queuedMsgs.Add(-int64(len(msgs)))
+		c.queuedBytes.Add(-int64(size))
+		c.closeWith(CloseSlowClient, "slow client: send queue full")
+		return
+	}
+	for _, m := range msgs {
+		if err := c.sess.WriteBinary(m); err != nil {
+			c.sent(len(m))
+		}
 	}
 }
 
@@ -282,41 +310,56 @@ func (c *conn) write(syncType uint64, update []byte) {
 	c.enqueue(update)
 }
 
-// Updates from one connection are applied by a worker, one batch at a
-// time: when a client sends faster than its updates are stored, those that
-// arrived meanwhile are merged (yjs.MergeUpdates) and stored in one write,
-// which is the same document change at a fraction of the cost. At most
-// maxPendingUpdates (or MaxMessageSize bytes) wait; past that the read loop
-// blocks, so TCP back-pressure still reaches the client.
+// Updates are applied by a worker per room, a batch at a time: the
+// updates that arrived while the previous batch was stored, from any of the
+// room's connections, are applied in one service write (one transaction,
+// one list row update) and relayed together, so each connection gets them
+// in one socket write. A connection's own updates in a batch are merged
+// first (yjs.MergeUpdates): the same document change, stored as one. At
+// most maxPendingUpdates (or MaxMessageSize bytes) of one connection wait;
+// past that its read loop blocks, so TCP back-pressure still reaches the
+// client.
 const maxPendingUpdates = 64
 
-// applyLinger is how long an idle worker waits for the connection's next
-// update before it exits. A typing client sends one every few tens of
-// milliseconds, and a worker kept across them keeps the stack the write
-// path grew (it goes deep into SQLite) instead of a new goroutine growing
-// one by copying, for every update. Idle connections have no worker.
+// maxRoomBatch bounds the updates of one write, so a crowded room's
+// transaction stays short.
+const maxRoomBatch = 256
+
+// applyLinger is how long an idle worker waits for the room's next update
+// before it exits. Typing clients send one every few tens of milliseconds,
+// and a worker kept across them keeps the stack the write path grew (it
+// goes deep into SQLite) instead of a new goroutine growing one by copying,
+// for every update. Idle rooms have no worker.
 const applyLinger = time.Second
 
+// queuedUpdate is an update waiting for the room's worker.
+type queuedUpdate struct {
+	c      *conn
+	update []byte
+}
+
 func (c *conn) enqueue(update []byte) {
-	c.applyMu.Lock()
-	defer c.applyMu.Unlock()
-	for len(c.pending) > 0 && !c.closing.Load() &&
-		(len(c.pending) >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize) {
+	r := c.room
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	for c.pendingN > 0 && !c.closing.Load() &&
+		(c.pendingN >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize) {
 		c.applyCond.Wait()
 	}
 	if c.closing.Load() {
 		return
 	}
-	c.pending = append(c.pending, update)
+	r.applyQ = append(r.applyQ, queuedUpdate{c: c, update: update})
+	c.pendingN++
 	c.pendingBytes += len(update)
-	if !c.applying {
-		c.applying = true
+	if !r.applying {
+		r.applying = true
 		c.s.bg.Add(1)
-		go c.applyLoop()
+		go r.applyLoop()
 		return
 	}
 	select {
-	case c.kick <- struct{}{}:
+	case r.kick <- struct{}{}:
 	default: // a kick is already pending
 	}
 }
@@ -324,13 +367,13 @@ func (c *conn) enqueue(update []byte) {
 // wakeWriters releases a read loop waiting in enqueue (the connection is
 // closing).
 func (c *conn) wakeWriters() {
-	c.applyMu.Lock()
+	c.room.applyMu.Lock()
 	c.applyCond.Broadcast()
-	c.applyMu.Unlock()
+	c.room.applyMu.Unlock()
 }
 
-func (c *conn) applyLoop() {
-	defer c.s.bg.Done()
+func (r *room) applyLoop() {
+	defer r.s.bg.Done()
 	var linger *time.Timer
 	defer func() {
 		if linger != nil {
@@ -338,80 +381,107 @@ func (c *conn) applyLoop() {
 		}
 	}()
 	for {
-		c.applyMu.Lock()
-		batch := c.pending
-		c.pending, c.pendingBytes = nil, 0
-		if c.closing.Load() {
-			c.applying = false
-			c.applyMu.Unlock()
-			return
-		}
-		if len(batch) == 0 {
-			c.applyMu.Unlock()
-			if !c.linger(&linger) {
+		// Let the room's other read goroutines that are ready to run
+		// queue their updates first: clients of a room often send at once
+		// (each answers the same relayed update), and one write for all of
+		// them costs a fraction of one each. A yield, not a timer: nothing
+		// waits.
+		runtime.Gosched()
+		r.applyMu.Lock()
+		if len(r.applyQ) == 0 {
+			r.applyMu.Unlock()
+			if !r.linger(&linger) {
 				return
 			}
 			continue
 		}
-		c.applyCond.Broadcast()
-		c.applyMu.Unlock()
-		if len(batch) > 1 {
-			if merged, err := yjs.MergeUpdates(batch); err == nil {
-				batch = [][]byte{merged}
-			}
-			// else: apply one by one, so the bad one is the one refused.
+		n := min(len(r.applyQ), maxRoomBatch)
+		batch := slices.Clone(r.applyQ[:n])
+		r.applyQ = slices.Delete(r.applyQ, 0, n)
+		for _, q := range batch {
+			q.c.pendingN--
+			q.c.pendingBytes -= len(q.update)
+			q.c.applyCond.Broadcast()
 		}
-		for _, u := range batch {
-			if !c.apply(u) {
-				break
-			}
-		}
+		r.applyMu.Unlock()
+		r.apply(batch)
 	}
 }
 
 // linger waits up to applyLinger for another update. It reports false,
 // with applying cleared, when the worker should exit: nothing came, or the
-// connection (or the server) is done and nothing is pending.
-func (c *conn) linger(t **time.Timer) bool {
+// server is done and nothing is pending.
+func (r *room) linger(t **time.Timer) bool {
 	if *t == nil {
 		*t = time.NewTimer(applyLinger)
 	} else {
 		(*t).Reset(applyLinger)
 	}
 	select {
-	case <-c.kick:
+	case <-r.kick:
 		return true
 	case <-(*t).C:
-	case <-c.ctx.Done():
+	case <-r.s.ctx.Done():
 	}
-	c.applyMu.Lock()
-	defer c.applyMu.Unlock()
-	if len(c.pending) > 0 && !c.closing.Load() {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if len(r.applyQ) > 0 {
 		return true
 	}
-	c.applying = false
+	r.applying = false
 	return false
 }
 
-// apply stores one update and reports whether the connection goes on.
-// The context is the server's, not the connection's: updates a client sent
-// before it went away are still stored.
-func (c *conn) apply(update []byte) bool {
-	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.OpTimeout)
-	err := c.s.svc.ApplyUpdate(ctx, c.actor.Load(), update, c)
-	cancel()
-	switch {
-	case err == nil:
-	case yaps.IsCode(err, yaps.EFORBIDDEN):
-		// Archived meanwhile, or outside an agent's scope: the update was
-		// not applied. Only archive (seen through EventListChanged) turns
-		// the whole connection read-only.
-		c.deny()
-	default:
-		c.closeForError(err)
-		return false
+// apply stores a batch of queued updates in one service write and answers
+// each connection whose update was refused. The context is the server's,
+// not the connections': updates a client sent before it went away are
+// still stored. Connections being closed by the server (a bad message, a
+// revoked code, a slow reader) have theirs dropped.
+func (r *room) apply(batch []queuedUpdate) {
+	var order []*conn
+	byConn := map[*conn][][]byte{}
+	for _, q := range batch {
+		if q.c.closing.Load() {
+			continue
+		}
+		if _, seen := byConn[q.c]; !seen {
+			order = append(order, q.c)
+		}
+		byConn[q.c] = append(byConn[q.c], q.update)
 	}
-	return true
+	ups := make([]yaps.ClientUpdate, 0, len(batch))
+	for _, c := range order {
+		mine := byConn[c]
+		if len(mine) > 1 {
+			if merged, err := yjs.MergeUpdates(mine); err == nil {
+				mine = [][]byte{merged}
+			}
+			// else: applied one by one, so the bad one is the one refused.
+		}
+		a := c.actor.Load()
+		for _, u := range mine {
+			ups = append(ups, yaps.ClientUpdate{Actor: a, Update: u, Origin: c})
+		}
+	}
+	if len(ups) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
+	errs := r.s.svc.ApplyUpdates(ctx, r.ref, ups)
+	cancel()
+	for i, err := range errs {
+		c := ups[i].Origin.(*conn)
+		switch {
+		case err == nil:
+		case yaps.IsCode(err, yaps.EFORBIDDEN):
+			// Archived meanwhile, or outside an agent's scope: the update
+			// was not applied. Only archive (seen through
+			// EventListChanged) turns the whole connection read-only.
+			c.deny()
+		default:
+			c.closeForError(err)
+		}
+	}
 }
 
 // knownStructs reports whether the server already has every struct of

@@ -14,15 +14,20 @@
 // On connect the server sends its sync step 1 and, when there are any, the
 // room's awareness states. Every step 1 is answered with a step 2 holding
 // what the client lacks. A client's step 2 and update messages are applied
-// through Service.ApplyUpdate (durable before anything is relayed) by a
-// per-connection worker that merges a burst of updates which arrived while
-// the previous write was being stored into one write (yjs.MergeUpdates).
-// The applied update comes back as a yaps.EventDocUpdate and is relayed to
-// every connection of the room, the sender included. HTTP writes and compensating
-// updates take the same path, so there is exactly one relay path.
+// through Service.ApplyUpdates (durable before anything is relayed) by a
+// per-room worker: the updates that arrived, from any connection of the
+// room, while the previous batch was being stored are applied in one
+// write, each validated on its own, and a connection's own updates in a
+// batch are merged first (yjs.MergeUpdates). The applied updates come back
+// as yaps.EventDocUpdates and are relayed to every connection of the room,
+// the sender included. HTTP writes and compensating updates take the same
+// path, so there is exactly one relay path. The updates of one write
+// (Event.More) are queued on each connection together, and frames queued
+// back to back leave in one socket write (coalescingConn): one syscall per
+// burst instead of one per frame, with no timer and no delay.
 //
 // Read-only connections (viewers, archived lists, agents without a write
-// scope) never reach ApplyUpdate. The first non-empty update such a
+// scope) never reach ApplyUpdates. The first non-empty update such a
 // connection sends is answered with auth "permission denied"; later ones are
 // dropped silently. An empty update (the step 2 of a client that has nothing
 // new) is never treated as a write, and neither is a read-only client's

@@ -22,6 +22,11 @@ type fakeService struct {
 	pins    map[string]int
 
 	attempts, maxAttempts int
+
+	// gate, when set, holds every ApplyUpdates call until it can receive
+	// from it; batches records the size of each call.
+	gate    chan struct{}
+	batches []int
 }
 
 type fakeList struct {
@@ -81,22 +86,38 @@ func (f *fakeService) EncodeState(_ context.Context, ref string, sv []byte) ([]b
 	return bytes.Join(f.lists[ref].updates, nil), nil
 }
 
-func (f *fakeService) ApplyUpdate(_ context.Context, a *yaps.Actor, update []byte, origin any) error {
+// ApplyUpdates stores each acceptable update and emits them as one write
+// does: More on all but the last.
+func (f *fakeService) ApplyUpdates(_ context.Context, ref string, ups []yaps.ClientUpdate) []error {
 	f.mu.Lock()
-	l := f.lists[a.List.Ref]
-	if !f.CanWrite(a) || l.list.Archived() {
-		f.mu.Unlock()
-		return yaps.Errorf(yaps.EFORBIDDEN, "read-only")
-	}
-	if update[0] == 0xEE {
-		f.mu.Unlock()
-		return yaps.Errorf(yaps.EINVALID, "malformed update")
-	}
-	l.updates = append(l.updates, append([]byte(nil), update...))
-	f.applied++
+	gate := f.gate
+	f.batches = append(f.batches, len(ups))
 	f.mu.Unlock()
-	f.emit(yaps.Event{Kind: yaps.EventDocUpdate, ListRef: a.List.Ref, Update: update, Origin: origin})
-	return nil
+	if gate != nil {
+		<-gate
+	}
+	errs := make([]error, len(ups))
+	var evs []yaps.Event
+	f.mu.Lock()
+	l := f.lists[ref]
+	for i, u := range ups {
+		switch {
+		case !f.CanWrite(u.Actor) || l.list.Archived():
+			errs[i] = yaps.Errorf(yaps.EFORBIDDEN, "read-only")
+		case u.Update[0] == 0xEE:
+			errs[i] = yaps.Errorf(yaps.EINVALID, "malformed update")
+		default:
+			l.updates = append(l.updates, append([]byte(nil), u.Update...))
+			f.applied++
+			evs = append(evs, yaps.Event{Kind: yaps.EventDocUpdate, ListRef: ref, Update: u.Update, Origin: u.Origin, More: true})
+		}
+	}
+	f.mu.Unlock()
+	for i, ev := range evs {
+		ev.More = i < len(evs)-1
+		f.emit(ev)
+	}
+	return errs
 }
 
 func (f *fakeService) Subscribe(fn func(yaps.Event)) func() {
@@ -181,4 +202,10 @@ func (f *fakeService) appliedCount() int {
 
 func eventUpdate(ref string, u []byte) yaps.Event {
 	return yaps.Event{Kind: yaps.EventDocUpdate, ListRef: ref, Update: u}
+}
+
+func (f *fakeService) batchSizes() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.batches...)
 }

@@ -31,6 +31,17 @@ type room struct {
 	idle    *time.Timer
 	gone    bool   // unloaded
 	unpin   func() // releases the service's pin on the document
+
+	// Client updates waiting to be applied (see conn.enqueue).
+	applyMu  sync.Mutex
+	applyQ   []queuedUpdate
+	applying bool
+	kick     chan struct{} // wakes a lingering worker (capacity 1)
+
+	// held are the frames of EventDocUpdates with More set, relayed with
+	// the last update of their write. Only onEvent touches it, and the
+	// service emits a list's events one at a time, under its lock.
+	held [][]byte
 }
 
 // awState is one awareness client. state "" means removed (null); its
@@ -42,7 +53,7 @@ type awState struct {
 }
 
 func newRoom(s *Server, ref string) *room {
-	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, aw: map[uint64]*awState{}}
+	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, aw: map[uint64]*awState{}, kick: make(chan struct{}, 1)}
 	r.snapshot.Store(&[]*conn{})
 	return r
 }
@@ -59,6 +70,15 @@ func (r *room) republishLocked() {
 func (r *room) broadcast(msg []byte) {
 	for _, c := range *r.snapshot.Load() {
 		c.send(msg)
+	}
+}
+
+// broadcastAll queues msgs, in order, on every connection of the room. A
+// connection counts them all as queued before the first is written, so
+// they leave in one socket write (coalescingConn).
+func (r *room) broadcastAll(msgs [][]byte) {
+	for _, c := range *r.snapshot.Load() {
+		c.sendAll(msgs)
 	}
 }
 

@@ -27,7 +27,7 @@ type backend interface {
 	CanWrite(a *yaps.Actor) bool
 	StateVector(ctx context.Context, ref string) ([]byte, error)
 	EncodeState(ctx context.Context, ref string, stateVector []byte) ([]byte, error)
-	ApplyUpdate(ctx context.Context, a *yaps.Actor, update []byte, origin any) error
+	ApplyUpdates(ctx context.Context, ref string, ups []yaps.ClientUpdate) []error
 	Subscribe(fn func(yaps.Event)) (unsubscribe func())
 	// Pin keeps a list's document loaded (and, with several processes,
 	// polled for their writes) while its room exists.
@@ -286,7 +286,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.netConn = nc
-	up := &upgraded{nc: nc, header: http.Header{}}
+	// Frames leave through coalescingConn: those queued back to back share
+	// one write. While frame k is written it still counts in queuedMsgs.
+	out := &coalescingConn{Conn: nc, more: func() bool { return c.queuedMsgs.Load() > 1 }}
+	up := &upgraded{nc: out, header: http.Header{}}
 	req := trimRequest(r)
 	go func() {
 		if err := s.m.HandleRequestWithKeys(up, req, map[string]any{connKey: c}); err != nil {
@@ -512,8 +515,20 @@ func (s *Server) onEvent(ev yaps.Event) {
 		if rm == nil || len(ev.Update) == 0 {
 			return
 		}
-		// One frame shared by every connection of the room.
-		rm.broadcast(AppendUpdate(make([]byte, 0, len(ev.Update)+8), ev.Update))
+		// One frame shared by every connection of the room; the updates
+		// of one write leave together.
+		frame := AppendUpdate(make([]byte, 0, len(ev.Update)+8), ev.Update)
+		if ev.More {
+			rm.held = append(rm.held, frame)
+			return
+		}
+		if len(rm.held) == 0 {
+			rm.broadcast(frame)
+			return
+		}
+		frames := append(rm.held, frame)
+		rm.held = nil
+		rm.broadcastAll(frames)
 	case yaps.EventCodeRevoked:
 		// Also for revocations made by other processes: the service
 		// reports them as events of this process.

@@ -558,3 +558,107 @@ func TestConnectAttemptsRateLimited(t *testing.T) {
 	require.EqualValues(t, 3, p["error"].(map[string]any)["retryAfter"])
 	resp.Body.Close()
 }
+
+// Updates that arrive while the room's previous batch is being stored are
+// applied in one service call, and every connection gets them in order.
+func TestUpdatesBatchedPerRoom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	gate := make(chan struct{})
+	e.fake.mu.Lock()
+	e.fake.gate = gate
+	e.fake.mu.Unlock()
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L1", "editor")
+	c := e.dial(t, "L1", "agent")
+
+	a.write(AppendUpdate(nil, []byte{1}))
+	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == 1 }, 2*time.Second, time.Millisecond)
+	// The first batch is held in the store; two more clients write.
+	rm := e.srv.room("L1")
+	queued := func(n int) func() bool {
+		return func() bool {
+			rm.applyMu.Lock()
+			defer rm.applyMu.Unlock()
+			return len(rm.applyQ) == n
+		}
+	}
+	b.write(AppendUpdate(nil, []byte{2}))
+	require.Eventually(t, queued(1), 2*time.Second, time.Millisecond)
+	c.write(AppendUpdate(nil, []byte{3}))
+	require.Eventually(t, queued(2), 2*time.Second, time.Millisecond)
+	close(gate)
+
+	for _, cl := range []*client{a, b, c} {
+		for _, want := range []byte{1, 2, 3} {
+			m := cl.nextOf(MsgSync)
+			require.Equal(t, uint64(SyncUpdate), m.SyncType)
+			require.Equal(t, []byte{want}, m.Payload)
+		}
+	}
+	require.Equal(t, []int{1, 2}, e.fake.batchSizes())
+	require.Equal(t, 3, e.fake.appliedCount())
+}
+
+// A refused update in a batch is answered on its own connection only.
+func TestBatchRefusalsPerConnection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	gate := make(chan struct{})
+	e.fake.mu.Lock()
+	e.fake.gate = gate
+	e.fake.mu.Unlock()
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L1", "editor")
+	c := e.dial(t, "L1", "owner")
+
+	a.write(AppendUpdate(nil, []byte{1}))
+	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == 1 }, 2*time.Second, time.Millisecond)
+	rm := e.srv.room("L1")
+	b.write(AppendUpdate(nil, []byte{0xEE})) // malformed for the fake
+	c.write(AppendUpdate(nil, []byte{3}))
+	require.Eventually(t, func() bool {
+		rm.applyMu.Lock()
+		defer rm.applyMu.Unlock()
+		return len(rm.applyQ) == 2
+	}, 2*time.Second, time.Millisecond)
+	close(gate)
+
+	require.Equal(t, CloseBadMessage, b.closed())
+	for _, cl := range []*client{a, c} {
+		require.Equal(t, []byte{1}, cl.nextOf(MsgSync).Payload)
+		require.Equal(t, []byte{3}, cl.nextOf(MsgSync).Payload)
+	}
+	require.Equal(t, []int{1, 2}, e.fake.batchSizes())
+}
+
+// One write takes at most maxRoomBatch updates; the rest wait for the next.
+func TestRoomBatchBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MessagesPerSecond: -1})
+	gate := make(chan struct{})
+	e.fake.mu.Lock()
+	e.fake.gate = gate
+	e.fake.mu.Unlock()
+	var clients []*client
+	for range 5 {
+		clients = append(clients, e.dial(t, "L1", "owner"))
+	}
+	clients[0].write(AppendUpdate(nil, []byte{1}))
+	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == 1 }, 2*time.Second, time.Millisecond)
+	const each = 60 // under maxPendingUpdates, so no read loop blocks
+	for _, c := range clients {
+		for i := range each {
+			c.write(AppendUpdate(nil, []byte{2, byte(i)}))
+		}
+	}
+	rm := e.srv.room("L1")
+	require.Eventually(t, func() bool {
+		rm.applyMu.Lock()
+		defer rm.applyMu.Unlock()
+		return len(rm.applyQ) == 5*each
+	}, 5*time.Second, time.Millisecond)
+	close(gate)
+	require.Eventually(t, func() bool { return e.fake.appliedCount() == 1+5*each }, 5*time.Second, time.Millisecond)
+	require.Equal(t, []int{1, maxRoomBatch, 5*each - maxRoomBatch}, e.fake.batchSizes())
+}

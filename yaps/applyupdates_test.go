@@ -1,0 +1,219 @@
+package yaps_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps"
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// clientUpdate makes an edit on d and returns it as a ClientUpdate of a.
+func clientUpdate(t *testing.T, a *yaps.Actor, d *yjs.Doc, origin any, edit func(d *yjs.Doc)) yaps.ClientUpdate {
+	t.Helper()
+	var u []byte
+	unsub := d.OnUpdate(func(b []byte, _ any) { u = b })
+	d.Transact(func(*yjs.Transaction) { edit(d) }, nil)
+	unsub()
+	require.NotNil(t, u, "the edit changed nothing")
+	return yaps.ClientUpdate{Actor: a, Update: u, Origin: origin}
+}
+
+// docEvents records the EventDocUpdates of ref.
+func docEvents(t *testing.T, e *env, ref string) func() []yaps.Event {
+	t.Helper()
+	var mu sync.Mutex
+	var evs []yaps.Event
+	unsub := e.svc.Subscribe(func(ev yaps.Event) {
+		if ev.Kind == yaps.EventDocUpdate && ev.ListRef == ref {
+			mu.Lock()
+			evs = append(evs, ev)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(unsub)
+	return func() []yaps.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]yaps.Event(nil), evs...)
+	}
+}
+
+func docVersion(t *testing.T, e *env, ref string) int64 {
+	t.Helper()
+	l, err := e.store.List(e.ctx, ref)
+	require.NoError(t, err)
+	return l.DocVersion
+}
+
+func TestApplyUpdatesOneWrite(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner := e.list()
+		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+		require.NoError(t, err)
+		editor := e.actor(owner, yaps.RoleEditor)
+		viewer := e.actor(owner, yaps.RoleViewer)
+		other := e.list()
+		ref := owner.List.Ref
+		v0 := docVersion(t, e, ref)
+		events := docEvents(t, e, ref)
+
+		ups := []yaps.ClientUpdate{
+			clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) {
+				text(t, ymap(t, d, y.ID), "content").Insert(4, " and bread", nil)
+			}),
+			clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "done")
+			}),
+			clientUpdate(t, viewer, docOf(t, e, viewer), "viewer", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "open")
+			}),
+			clientUpdate(t, nil, docOf(t, e, owner), "nobody", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "open")
+			}),
+			clientUpdate(t, other, docOf(t, e, owner), "other list", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "open")
+			}),
+		}
+		errs := e.svc.ApplyUpdates(e.ctx, ref, ups)
+		require.Len(t, errs, len(ups))
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		requireCode(t, yaps.EFORBIDDEN, errs[2])
+		requireCode(t, yaps.EUNAUTHORIZED, errs[3])
+		requireCode(t, yaps.EFORBIDDEN, errs[4])
+
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, "Milk and bread", got.Content)
+		require.Equal(t, yaps.StatusDone, got.Status)
+		require.Equal(t, v0+2, docVersion(t, e, ref))
+
+		// Both updates were stored by one write: its events say so.
+		evs := events()
+		require.Len(t, evs, 2)
+		require.Equal(t, "owner", evs[0].Origin)
+		require.True(t, evs[0].More)
+		require.Equal(t, "editor", evs[1].Origin)
+		require.False(t, evs[1].More)
+		require.Equal(t, []int64{v0 + 1, v0 + 2}, []int64{evs[0].Seq, evs[1].Seq})
+		require.Equal(t, ups[0].Update, evs[0].Update)
+
+		// A fresh client sees both edits.
+		d := docOf(t, e, owner)
+		require.Equal(t, "Milk and bread", text(t, ymap(t, d, y.ID), "content").String())
+		st, _ := ymap(t, d, y.ID).Get("status")
+		require.Equal(t, "done", st)
+	})
+}
+
+// An invalid update is compensated back to what the earlier updates of the
+// same batch left, never to the state before the batch: that would undo
+// another client's valid edit.
+func TestApplyUpdatesCompensatesAgainstEarlierUpdates(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner := e.list()
+		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+		require.NoError(t, err)
+		n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("note")}, "", nil)
+		require.NoError(t, err)
+		editor := e.actor(owner, yaps.RoleEditor)
+		agent := e.actor(owner, yaps.RoleAgent)
+		ref := owner.List.Ref
+		v0 := docVersion(t, e, ref)
+		events := docEvents(t, e, ref)
+
+		// Three clients edit concurrently, each on the document as it was.
+		ups := []yaps.ClientUpdate{
+			clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) {
+				text(t, ymap(t, d, y.ID), "content").Insert(4, " and bread", nil)
+				d.GetMap("list").Set("title", "Shopping")
+				text(t, ymap(t, d, n.ID), "body").Insert(4, " kept", nil)
+			}),
+			clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "later") // invalid
+			}),
+			clientUpdate(t, agent, docOf(t, e, agent), "agent", func(d *yjs.Doc) {
+				d.GetMap("list").Set("title", "Mine")      // agents may not rename
+				d.GetMap("yaps").Delete(n.ID)              // nor remove notes
+				ymap(t, d, y.ID).Set("priority", "urgent") // invalid value
+			}),
+		}
+		errs := e.svc.ApplyUpdates(e.ctx, ref, ups)
+		require.Equal(t, []error{nil, nil, nil}, errs)
+
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, "Milk and bread", got.Content)
+		require.Equal(t, yaps.StatusOpen, got.Status)
+		gotN, err := e.svc.GetYap(e.ctx, owner, n.ID)
+		require.NoError(t, err)
+		require.Equal(t, "note kept", gotN.Body)
+		l, err := e.store.List(e.ctx, ref)
+		require.NoError(t, err)
+		require.Equal(t, "Shopping", l.Title)
+
+		// The three updates, each invalid one followed by its compensation,
+		// in one write.
+		evs := events()
+		var origins []any
+		for i, ev := range evs {
+			origins = append(origins, ev.Origin)
+			require.Equal(t, i < len(evs)-1, ev.More, "event %d", i)
+		}
+		require.Equal(t, []any{"owner", "editor", nil, "agent", nil}, origins)
+		require.Equal(t, v0+5, docVersion(t, e, ref))
+
+		d := docOf(t, e, owner)
+		require.Equal(t, "Milk and bread", text(t, ymap(t, d, y.ID), "content").String())
+		require.Equal(t, "note kept", text(t, ymap(t, d, n.ID), "body").String())
+		title, _ := d.GetMap("list").Get("title")
+		require.Equal(t, "Shopping", title)
+	})
+}
+
+// When the batch as a whole cannot be written, each update is applied on
+// its own and gets its own answer.
+func TestApplyUpdatesFallsBackOneByOne(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner := e.list()
+		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+		require.NoError(t, err)
+		editor := e.actor(owner, yaps.RoleEditor)
+		revoked := e.actor(owner, yaps.RoleEditor)
+		require.NoError(t, e.svc.RevokePermission(e.ctx, owner, revoked.Permission.ID))
+		ref := owner.List.Ref
+		v0 := docVersion(t, e, ref)
+
+		ups := []yaps.ClientUpdate{
+			clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) {
+				text(t, ymap(t, d, y.ID), "content").Insert(4, " and bread", nil)
+			}),
+			{Actor: editor, Update: []byte{1, 2, 3, 4, 5}, Origin: "malformed"},
+			clientUpdate(t, revoked, docOf(t, e, owner), "revoked", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "done")
+			}),
+			clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("priority", "high")
+			}),
+		}
+		errs := e.svc.ApplyUpdates(e.ctx, ref, ups)
+		require.NoError(t, errs[0])
+		requireCode(t, yaps.EINVALID, errs[1])
+		requireCode(t, yaps.EUNAUTHORIZED, errs[2])
+		require.NoError(t, errs[3])
+
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, "Milk and bread", got.Content)
+		require.Equal(t, yaps.StatusOpen, got.Status)
+		require.NotNil(t, got.Priority)
+		require.Equal(t, yaps.PriorityHigh, *got.Priority)
+		require.Equal(t, v0+2, docVersion(t, e, ref))
+	})
+}
