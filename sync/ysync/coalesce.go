@@ -9,7 +9,7 @@ import (
 // maxCoalesce bounds the bytes held back to leave in one write.
 const maxCoalesce = 64 << 10
 
-var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // coalescingConn is the socket gorilla writes frames to. Gorilla writes
 // every frame with a syscall of its own; when more frames of the same
