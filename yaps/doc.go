@@ -38,14 +38,17 @@
 // update made by the server (previous values restored, an invalid new yap
 // removed, missing server members of a new yap filled in), stored and
 // emitted after the client's. The projection never holds an invalid yap.
-// docVersion counts stored updates.
+// docVersion counts stored updates. ApplyUpdates does the same for several
+// clients' updates of one list in a single write, each validated against
+// what the earlier ones left; its events carry More on all but the last, so
+// a relay can send them together.
 //
 // # Beyond the HTTP operations
 //
 //   - Subscribe delivers Events (document updates with their seq, revoked
 //     permissions, list changes, other processes' awareness) in seq order
 //     per list; handlers must not block.
-//   - StateVector, EncodeState and ApplyUpdate serve the sync endpoint;
+//   - StateVector, EncodeState and ApplyUpdates serve the sync endpoint;
 //     CanWrite says whether a connection may write at all.
 //   - Several processes may share one database. Each write catches up
 //     inside its transaction; Refresh catches a document up on demand, and
