@@ -48,12 +48,20 @@ func docVersion(t *testing.T, e *env, ref string) int64 {
 	return l.DocVersion
 }
 
+// milkList creates a list with one task, "Milk", and returns its owner and
+// the task.
+func milkList(t *testing.T, e *env) (*yaps.Actor, *yaps.Yap) {
+	t.Helper()
+	owner := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+	require.NoError(t, err)
+	return owner, y
+}
+
 func TestApplyUpdatesOneWrite(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, e *env, _ string) {
-		owner := e.list()
-		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
-		require.NoError(t, err)
+		owner, y := milkList(t, e)
 		editor := e.actor(owner, yaps.RoleEditor)
 		viewer := e.actor(owner, yaps.RoleViewer)
 		other := e.list()
@@ -116,9 +124,7 @@ func TestApplyUpdatesOneWrite(t *testing.T) {
 func TestApplyUpdatesCompensatesAgainstEarlierUpdates(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, e *env, _ string) {
-		owner := e.list()
-		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
-		require.NoError(t, err)
+		owner, y := milkList(t, e)
 		n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("note")}, "", nil)
 		require.NoError(t, err)
 		editor := e.actor(owner, yaps.RoleEditor)
@@ -181,9 +187,7 @@ func TestApplyUpdatesCompensatesAgainstEarlierUpdates(t *testing.T) {
 func TestApplyUpdatesFallsBackOneByOne(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, e *env, _ string) {
-		owner := e.list()
-		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
-		require.NoError(t, err)
+		owner, y := milkList(t, e)
 		editor := e.actor(owner, yaps.RoleEditor)
 		revoked := e.actor(owner, yaps.RoleEditor)
 		require.NoError(t, e.svc.RevokePermission(e.ctx, owner, revoked.Permission.ID))

@@ -559,34 +559,51 @@ func TestConnectAttemptsRateLimited(t *testing.T) {
 	resp.Body.Close()
 }
 
-// Updates that arrive while the room's previous batch is being stored are
-// applied in one service call, and every connection gets them in order.
-func TestUpdatesBatchedPerRoom(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, Config{})
+// gatedEnv is newEnv with the fake's ApplyUpdates held until the returned
+// channel is closed.
+func gatedEnv(t *testing.T, cfg Config) (*testEnv, chan struct{}) {
+	t.Helper()
+	e := newEnv(t, cfg)
 	gate := make(chan struct{})
 	e.fake.mu.Lock()
 	e.fake.gate = gate
 	e.fake.mu.Unlock()
+	return e, gate
+}
+
+// waitBatches waits until the fake has been called n times.
+func (e *testEnv) waitBatches(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == n }, 2*time.Second, time.Millisecond)
+}
+
+// waitQueued waits until n updates wait in the room of ref.
+func (e *testEnv) waitQueued(t *testing.T, ref string, n int) {
+	t.Helper()
+	rm := e.srv.room(ref)
+	require.Eventually(t, func() bool {
+		rm.applyMu.Lock()
+		defer rm.applyMu.Unlock()
+		return len(rm.applyQ) == n
+	}, 5*time.Second, time.Millisecond)
+}
+
+// Updates that arrive while the room's previous batch is being stored are
+// applied in one service call, and every connection gets them in order.
+func TestUpdatesBatchedPerRoom(t *testing.T) {
+	t.Parallel()
+	e, gate := gatedEnv(t, Config{})
 	a := e.dial(t, "L1", "owner")
 	b := e.dial(t, "L1", "editor")
 	c := e.dial(t, "L1", "agent")
 
 	a.write(AppendUpdate(nil, []byte{1}))
-	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == 1 }, 2*time.Second, time.Millisecond)
+	e.waitBatches(t, 1)
 	// The first batch is held in the store; two more clients write.
-	rm := e.srv.room("L1")
-	queued := func(n int) func() bool {
-		return func() bool {
-			rm.applyMu.Lock()
-			defer rm.applyMu.Unlock()
-			return len(rm.applyQ) == n
-		}
-	}
 	b.write(AppendUpdate(nil, []byte{2}))
-	require.Eventually(t, queued(1), 2*time.Second, time.Millisecond)
+	e.waitQueued(t, "L1", 1)
 	c.write(AppendUpdate(nil, []byte{3}))
-	require.Eventually(t, queued(2), 2*time.Second, time.Millisecond)
+	e.waitQueued(t, "L1", 2)
 	close(gate)
 
 	for _, cl := range []*client{a, b, c} {
@@ -603,25 +620,16 @@ func TestUpdatesBatchedPerRoom(t *testing.T) {
 // A refused update in a batch is answered on its own connection only.
 func TestBatchRefusalsPerConnection(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Config{})
-	gate := make(chan struct{})
-	e.fake.mu.Lock()
-	e.fake.gate = gate
-	e.fake.mu.Unlock()
+	e, gate := gatedEnv(t, Config{})
 	a := e.dial(t, "L1", "owner")
 	b := e.dial(t, "L1", "editor")
 	c := e.dial(t, "L1", "owner")
 
 	a.write(AppendUpdate(nil, []byte{1}))
-	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == 1 }, 2*time.Second, time.Millisecond)
-	rm := e.srv.room("L1")
+	e.waitBatches(t, 1)
 	b.write(AppendUpdate(nil, []byte{0xEE})) // malformed for the fake
 	c.write(AppendUpdate(nil, []byte{3}))
-	require.Eventually(t, func() bool {
-		rm.applyMu.Lock()
-		defer rm.applyMu.Unlock()
-		return len(rm.applyQ) == 2
-	}, 2*time.Second, time.Millisecond)
+	e.waitQueued(t, "L1", 2)
 	close(gate)
 
 	require.Equal(t, CloseBadMessage, b.closed())
@@ -635,29 +643,20 @@ func TestBatchRefusalsPerConnection(t *testing.T) {
 // One write takes at most maxRoomBatch updates; the rest wait for the next.
 func TestRoomBatchBounded(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Config{MessagesPerSecond: -1})
-	gate := make(chan struct{})
-	e.fake.mu.Lock()
-	e.fake.gate = gate
-	e.fake.mu.Unlock()
+	e, gate := gatedEnv(t, Config{MessagesPerSecond: -1})
 	var clients []*client
 	for range 5 {
 		clients = append(clients, e.dial(t, "L1", "owner"))
 	}
 	clients[0].write(AppendUpdate(nil, []byte{1}))
-	require.Eventually(t, func() bool { return len(e.fake.batchSizes()) == 1 }, 2*time.Second, time.Millisecond)
+	e.waitBatches(t, 1)
 	const each = 60 // under maxPendingUpdates, so no read loop blocks
 	for _, c := range clients {
 		for i := range each {
 			c.write(AppendUpdate(nil, []byte{2, byte(i)}))
 		}
 	}
-	rm := e.srv.room("L1")
-	require.Eventually(t, func() bool {
-		rm.applyMu.Lock()
-		defer rm.applyMu.Unlock()
-		return len(rm.applyQ) == 5*each
-	}, 5*time.Second, time.Millisecond)
+	e.waitQueued(t, "L1", 5*each)
 	close(gate)
 	require.Eventually(t, func() bool { return e.fake.appliedCount() == 1+5*each }, 5*time.Second, time.Millisecond)
 	require.Equal(t, []int{1, maxRoomBatch, 5*each - maxRoomBatch}, e.fake.batchSizes())
