@@ -100,13 +100,7 @@ func covered(d *yjs.Doc, update []byte) bool {
 // with origin nil), and only valid yaps reach the projection. A duplicate
 // update changes nothing and stores nothing; a malformed one is EINVALID.
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
-	if a == nil || a.Permission == nil || a.List == nil {
-		return Errorf(EUNAUTHORIZED, "a permission code is required")
-	}
-	if err := a.can(opWriteYap, ""); err != nil {
-		return err
-	}
-	if err := writable(a.List); err != nil {
+	if err := checkClientWrite(a); err != nil {
 		return err
 	}
 	defer s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout)
@@ -137,7 +131,11 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 	errs := make([]error, len(ups))
 	var ok []int
 	for i, u := range ups {
-		if errs[i] = checkClientWrite(u.Actor, ref); errs[i] == nil {
+		errs[i] = checkClientWrite(u.Actor)
+		if errs[i] == nil && u.Actor.List.Ref != ref {
+			errs[i] = Errorf(EFORBIDDEN, "the permission is for another list")
+		}
+		if errs[i] == nil {
 			ok = append(ok, i)
 		}
 	}
@@ -176,13 +174,11 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 	return errs
 }
 
-// checkClientWrite is what ApplyUpdate checks before it writes.
-func checkClientWrite(a *Actor, ref string) error {
+// checkClientWrite is what a sync write checks before it writes: a code
+// that may write to a list that is not archived.
+func checkClientWrite(a *Actor) error {
 	if a == nil || a.Permission == nil || a.List == nil {
 		return Errorf(EUNAUTHORIZED, "a permission code is required")
-	}
-	if a.List.Ref != ref {
-		return Errorf(EFORBIDDEN, "the permission is for another list")
 	}
 	if err := a.can(opWriteYap, ""); err != nil {
 		return err

@@ -33,18 +33,7 @@ func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
 			runtime.Gosched()
 		}
 	}
-	release = func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if len(g.queue) == 0 {
-			g.leading = false
-			return
-		}
-		next := g.queue[0]
-		g.queue = g.queue[1:]
-		next.lead = true
-		next.wake <- struct{}{}
-	}
+	release = g.handOff
 	return wait, release
 }
 

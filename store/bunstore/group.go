@@ -3,9 +3,7 @@ package bunstore
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
-	"sync"
 )
 
 // Group commit (SQLite files). SQLite has one writer per database, and a
@@ -26,20 +24,12 @@ import (
 
 // writeReq is one write transaction waiting for the writer.
 type writeReq struct {
+	turn
 	ctx      context.Context
 	fn       func(*wtx) error
 	err      error
 	panicked bool
 	panicVal any
-	lead     bool          // woken to lead the next batch
-	wake     chan struct{} // buffered: the leader never blocks on it
-}
-
-// writeGroup is the queue of writes waiting for a batch.
-type writeGroup struct {
-	mu      sync.Mutex
-	queue   []*writeReq
-	leading bool // a batch is running, or its leader is about to run it
 }
 
 // maxBatch bounds one batch, so a steady stream of writers cannot keep one
@@ -58,30 +48,17 @@ func (r *writeReq) result() error {
 // groupWrite runs fn as part of a batch (see above) and returns once the
 // batch committed or rolled back.
 func (s *Store) groupWrite(ctx context.Context, fn func(*wtx) error) error {
-	r := &writeReq{ctx: ctx, fn: fn, wake: make(chan struct{}, 1)}
+	r := &writeReq{turn: newTurn(), ctx: ctx, fn: fn}
 	g := &s.group
-	g.mu.Lock()
-	g.queue = append(g.queue, r)
-	if g.leading {
-		g.mu.Unlock()
-		<-r.wake
-		if !r.lead {
-			return r.result()
-		}
-	} else {
-		g.leading = true
-		g.mu.Unlock()
+	if !g.enter(r) {
+		return r.result()
 	}
-	// Let writers that are about to queue (runnable, just not scheduled
-	// yet) join this batch: one commit for more writes, and fewer writes
-	// waiting a whole batch behind it.
-	runtime.Gosched()
-	g.mu.Lock()
-	n := min(len(g.queue), maxBatch)
-	batch := make([]*writeReq, n)
-	copy(batch, g.queue)
-	g.queue = append(g.queue[:0], g.queue[n:]...)
-	g.mu.Unlock()
+	batch := g.take(func(queue *[]*writeReq) []*writeReq {
+		n := min(len(*queue), maxBatch-1)
+		batch := append([]*writeReq{r}, (*queue)[:n]...)
+		*queue = slices.Delete(*queue, 0, n)
+		return batch
+	})
 
 	finished := false
 	defer func() {
@@ -94,20 +71,7 @@ func (s *Store) groupWrite(ctx context.Context, fn func(*wtx) error) error {
 				}
 			}
 		}
-		g.mu.Lock()
-		if len(g.queue) > 0 {
-			next := g.queue[0]
-			next.lead = true
-			next.wake <- struct{}{}
-		} else {
-			g.leading = false
-		}
-		g.mu.Unlock()
-		for _, b := range batch {
-			if b != r {
-				b.wake <- struct{}{}
-			}
-		}
+		g.done(batch, r)
 	}()
 	s.runBatch(batch)
 	finished = true

@@ -44,7 +44,7 @@ type Store struct {
 	// collapses throughput under contention. Unused on Postgres.
 	writeMu sync.Mutex
 	writer  *writer // SQLite file: the write connection (db.go), under writeMu
-	group   writeGroup
+	group   batchQueue[*writeReq]
 	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go

@@ -2,10 +2,8 @@ package bunstore
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -27,63 +25,31 @@ import (
 // deadlock each other.
 
 type prepReq struct {
+	turn
 	ctx     context.Context
 	p       *yaps.PreparedWrite
 	applied bool
 	err     error
-	lead    bool          // woken to lead the next batch
-	wake    chan struct{} // buffered: the leader never blocks on it
 }
 
 type prepGroup struct {
-	mu        sync.Mutex
-	queue     []*prepReq
-	leading   bool         // a batch is running, or its leader is about to run it
+	batchQueue[*prepReq]
 	pipelines atomic.Int64 // pipelines sent, for tests
 }
 
-// groupPrepared runs p in a batch and returns its outcome. Every request
-// is taken off the queue exactly once: into a leader's batch, or as the
-// next leader. One batch runs at a time: in the HTTP benchmark (16
-// writers, two CPUs) two or four concurrent batches cost 20-40% more CPU
-// per write, for smaller batches, and no throughput.
+// groupPrepared runs p in a batch and returns its outcome. One batch runs
+// at a time: in the HTTP benchmark (16 writers, two CPUs) two or four
+// concurrent batches cost 20-40% more CPU per write, for smaller batches,
+// and no throughput.
 func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool, error) {
-	r := &prepReq{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
+	r := &prepReq{turn: newTurn(), ctx: ctx, p: p}
 	g := &s.prepGroup
-	g.mu.Lock()
-	if g.leading {
-		g.queue = append(g.queue, r)
-		g.mu.Unlock()
-		<-r.wake
-		if !r.lead {
-			return r.applied, r.err
-		}
-	} else {
-		g.leading = true
-		g.mu.Unlock()
+	if !g.enter(r) {
+		return r.applied, r.err
 	}
-	runtime.Gosched() // let writers about to queue join (see group.go)
-	g.mu.Lock()
-	batch := takeBatch(&g.queue, r)
-	g.mu.Unlock()
-
+	batch := g.take(func(queue *[]*prepReq) []*prepReq { return takeBatch(queue, r) })
 	s.runPreparedBatch(batch)
-
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		next := g.queue[0]
-		g.queue = slices.Delete(g.queue, 0, 1)
-		next.lead = true
-		next.wake <- struct{}{}
-	} else {
-		g.leading = false
-	}
-	g.mu.Unlock()
-	for _, b := range batch {
-		if b != r {
-			b.wake <- struct{}{}
-		}
-	}
+	g.done(batch, r)
 	return r.applied, r.err
 }
 

@@ -95,31 +95,11 @@ func (c *conn) setActor(a *yaps.Actor) {
 
 // send queues one frame. Frames are never dropped: a connection that cannot
 // keep up is closed, and its client resyncs when it reconnects.
-func (c *conn) send(msg []byte) {
-	if c.closing.Load() {
-		return
-	}
-	n := c.queuedMsgs.Add(1)
-	b := c.queuedBytes.Add(int64(len(msg)))
-	// One frame is always accepted whatever its size (a large document's
-	// step 2 must get through); the byte bound applies to a backlog.
-	if n > int64(c.s.cfg.SendQueueMessages) || (b > c.s.cfg.SendQueueBytes && n > 1) {
-		c.sent(len(msg))
-		c.closeWith(CloseSlowClient, "slow client: send queue full")
-		return
-	}
-	if err := c.sess.WriteBinary(msg); err != nil {
-		c.sent(len(msg))
-	}
-}
+func (c *conn) send(msg []byte) { c.sendAll([][]byte{msg}) }
 
 // sendAll queues msgs in order, counting them all as queued up front so
 // that coalescingConn holds each one back for the next.
 func (c *conn) sendAll(msgs [][]byte) {
-	if len(msgs) == 1 {
-		c.send(msgs[0])
-		return
-	}
 	if c.closing.Load() {
 		return
 	}
@@ -129,6 +109,8 @@ func (c *conn) sendAll(msgs [][]byte) {
 	}
 	n := c.queuedMsgs.Add(int64(len(msgs)))
 	b := c.queuedBytes.Add(int64(size))
+	// One frame is always accepted whatever its size (a large document's
+	// step 2 must get through); the byte bound applies to a backlog.
 	if n > int64(c.s.cfg.SendQueueMessages) || (b > c.s.cfg.SendQueueBytes && n > 1) {
 		c.queuedMsgs.Add(-int64(len(msgs)))
 		c.queuedBytes.Add(-int64(size))

@@ -67,11 +67,7 @@ func (r *room) republishLocked() {
 }
 
 // broadcast queues msg on every connection of the room.
-func (r *room) broadcast(msg []byte) {
-	for _, c := range *r.snapshot.Load() {
-		c.send(msg)
-	}
-}
+func (r *room) broadcast(msg []byte) { r.broadcastAll([][]byte{msg}) }
 
 // broadcastAll queues msgs, in order, on every connection of the room. A
 // connection counts them all as queued before the first is written, so

@@ -517,16 +517,11 @@ func (s *Server) onEvent(ev yaps.Event) {
 		}
 		// One frame shared by every connection of the room; the updates
 		// of one write leave together.
-		frame := AppendUpdate(make([]byte, 0, len(ev.Update)+8), ev.Update)
+		rm.held = append(rm.held, AppendUpdate(make([]byte, 0, len(ev.Update)+8), ev.Update))
 		if ev.More {
-			rm.held = append(rm.held, frame)
 			return
 		}
-		if len(rm.held) == 0 {
-			rm.broadcast(frame)
-			return
-		}
-		frames := append(rm.held, frame)
+		frames := rm.held
 		rm.held = nil
 		rm.broadcastAll(frames)
 	case yaps.EventCodeRevoked:
