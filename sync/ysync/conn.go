@@ -303,9 +303,12 @@ func (c *conn) write(syncType uint64, update []byte) {
 // client.
 const maxPendingUpdates = 64
 
-// maxRoomBatch bounds the updates of one write, so a crowded room's
-// transaction stays short.
-const maxRoomBatch = 256
+// roomBatch bounds the updates of one write: a quarter of a connection's
+// send queue. The write's frames (each update, and maybe its compensation)
+// are queued on every connection at once, and must leave room for a
+// backlog, or healthy clients would be closed as slow. It also keeps a
+// crowded room's transaction short.
+func (s *Server) roomBatch() int { return s.cfg.SendQueueMessages / 4 }
 
 // applyLinger is how long an idle worker waits for the room's next update
 // before it exits. Typing clients send one every few tens of milliseconds,
@@ -377,7 +380,7 @@ func (r *room) applyLoop() {
 			}
 			continue
 		}
-		n := min(len(r.applyQ), maxRoomBatch)
+		n := min(len(r.applyQ), r.s.roomBatch())
 		batch := slices.Clone(r.applyQ[:n])
 		r.applyQ = slices.Delete(r.applyQ, 0, n)
 		for _, q := range batch {

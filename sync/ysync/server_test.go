@@ -640,7 +640,7 @@ func TestBatchRefusalsPerConnection(t *testing.T) {
 	require.Equal(t, []int{1, 2}, e.fake.batchSizes())
 }
 
-// One write takes at most maxRoomBatch updates; the rest wait for the next.
+// One write takes at most roomBatch updates; the rest wait for the next.
 func TestRoomBatchBounded(t *testing.T) {
 	t.Parallel()
 	e, gate := gatedEnv(t, Config{MessagesPerSecond: -1})
@@ -659,5 +659,10 @@ func TestRoomBatchBounded(t *testing.T) {
 	e.waitQueued(t, "L1", 5*each)
 	close(gate)
 	require.Eventually(t, func() bool { return e.fake.appliedCount() == 1+5*each }, 5*time.Second, time.Millisecond)
-	require.Equal(t, []int{1, maxRoomBatch, 5*each - maxRoomBatch}, e.fake.batchSizes())
+	want := []int{1}
+	for left := 5 * each; left > 0; left -= e.srv.roomBatch() {
+		want = append(want, min(left, e.srv.roomBatch()))
+	}
+	require.Equal(t, []int{1, 64, 64, 64, 64, 44}, want) // the default send queue of 256
+	require.Equal(t, want, e.fake.batchSizes())
 }
