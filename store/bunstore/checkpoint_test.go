@@ -2,12 +2,17 @@ package bunstore_test
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/store/bunstore"
 )
 
 // The writer does not checkpoint in its commits (wal_autocheckpoint=0 on
@@ -37,4 +42,62 @@ func TestSQLiteBackgroundCheckpoint(t *testing.T) {
 	dl, err := s2.Doc(ctx, ref, 0)
 	require.NoError(t, err)
 	require.Len(t, dl.Updates, writes+1) // plus the list's first update
+}
+
+// Under a steady stream of writes the writer has always committed more by
+// the time a checkpoint's copy ends, and SQLite starts the WAL over only
+// when a write begins with every frame copied. The checkpoint's second
+// pass, under the write lock, copies what was committed during the first,
+// so the next write starts the WAL over instead of growing the file.
+func TestSQLiteWALStartsOverUnderSteadyWrites(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s := open(t, "sqlite:"+path)
+	ref := benchList(t, s, 0)
+	ctx := context.Background()
+	update := make([]byte, 1000)
+	n := int64(0)
+	writeOne := func() {
+		n++
+		require.NoError(t, write(ctx, s, ref, n, update))
+	}
+	writeOne()
+
+	var once sync.Once
+	done := make(chan struct{})
+	bunstore.SetCheckpointHooks(t, s, func() {
+		// A write lands between the passes, as one always does under
+		// steady load.
+		once.Do(func() { require.NoError(t, write(ctx, s, ref, -1, update)) })
+	}, func() {
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+	})
+	writeOne() // kicks the checkpointer
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no checkpoint ran")
+	}
+	before := walCheckpointSeq(t, path)
+	writeOne()
+	require.Greater(t, walCheckpointSeq(t, path), before,
+		"the write after the checkpoint did not start the WAL over")
+}
+
+// walCheckpointSeq reads the checkpoint sequence number from the WAL
+// header of the database at path: SQLite adds one each time the WAL starts
+// over.
+func walCheckpointSeq(t *testing.T, path string) uint32 {
+	t.Helper()
+	f, err := os.Open(path + "-wal")
+	require.NoError(t, err)
+	defer f.Close()
+	var hdr [32]byte
+	_, err = io.ReadFull(f, hdr[:])
+	require.NoError(t, err)
+	return binary.BigEndian.Uint32(hdr[12:16])
 }

@@ -39,3 +39,18 @@ func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
 
 // PreparedPipelines reports how many pipelines of prepared writes s sent.
 func PreparedPipelines(s *Store) int64 { return s.prepGroup.pipelines.Load() }
+
+// SetCheckpointHooks makes s's checkpointer call afterFirstPass between
+// the two passes of each checkpoint and afterCheckpoint after both. s must
+// have written once (the checkpointer starts with the writer).
+func SetCheckpointHooks(t *testing.T, s *Store, afterFirstPass, afterCheckpoint func()) {
+	t.Helper()
+	s.writeMu.Lock()
+	c := s.ckpt
+	s.writeMu.Unlock()
+	if c == nil {
+		t.Fatal("SetCheckpointHooks: no checkpointer (a SQLite file store that has written)")
+	}
+	c.afterFirstPass.Store(&afterFirstPass)
+	c.afterCheckpoint.Store(&afterCheckpoint)
+}

@@ -161,7 +161,7 @@ func openSQLite(path string) (*sql.DB, error) {
 	// cache_size is per connection (16 MiB instead of 2): the working set
 	// of a busy server is the lists' hot pages.
 	for _, p := range []string{"busy_timeout(10000)", "foreign_keys(1)", "synchronous(NORMAL)",
-		"cache_size(-16000)", "temp_store(MEMORY)"} {
+		"cache_size(-16000)", "temp_store(MEMORY)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)} {
 		params.Add("_pragma", p)
 	}
 	// Read-only transactions still begin DEFERRED (modernc honours
