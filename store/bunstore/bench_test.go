@@ -118,6 +118,34 @@ func benchStore(b *testing.B, dsn func(*testing.B) string) {
 			}
 		})
 	})
+	// Edits of one yap per list, as live sync makes them: the row exists
+	// and only its data changes.
+	b.Run("EditParallelManyLists", func(b *testing.B) {
+		s := openB(b, dsn(b))
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			ref := benchList(b, s, 0)
+			y := benchYap("edited", time.Now())
+			for i := 0; pb.Next(); i++ {
+				y.Content = fmt.Sprint("edit ", i)
+				if err := s.Update(ctx, ref, func(tx yaps.Tx) error {
+					if _, err := tx.AppendUpdate(update); err != nil {
+						return err
+					}
+					if err := tx.PutYap(y); err != nil {
+						return err
+					}
+					l := tx.List()
+					l.UpdatedAt = time.Now()
+					return tx.SaveList(l)
+				}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 	b.Run("ReadPage50", func(b *testing.B) {
 		s := openB(b, dsn(b))
 		ref := benchList(b, s, 500)

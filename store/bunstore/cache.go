@@ -1,6 +1,8 @@
 package bunstore
 
 import (
+	"database/sql"
+
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -32,7 +34,19 @@ type writerCache struct {
 	version int64
 	lists   map[string]*cachedList
 	perms   map[string]cachedPerm // permission id
+	yaps    map[yapKey]yapTimes   // hints only, see PutYap
 }
+
+type yapKey struct{ listRef, id string }
+
+// yapTimes are a yap row's indexed columns.
+type yapTimes struct {
+	created int64
+	deleted sql.NullInt64
+}
+
+// maxCachedYaps bounds the yap hints; past it they start over.
+const maxCachedYaps = 8192
 
 type cachedPerm struct {
 	listRef string
@@ -40,7 +54,21 @@ type cachedPerm struct {
 }
 
 func (c *writerCache) clear() {
-	c.lists, c.perms = nil, nil
+	c.lists, c.perms, c.yaps = nil, nil, nil
+}
+
+// yapStored reports whether the row of y was last written, as far as this
+// connection knows, with y's times.
+func (c *writerCache) yapStored(listRef, id string, created int64, deleted sql.NullInt64) bool {
+	t, ok := c.yaps[yapKey{listRef, id}]
+	return ok && t.created == created && t.deleted == deleted
+}
+
+func (c *writerCache) putYap(listRef, id string, created int64, deleted sql.NullInt64) {
+	if c.yaps == nil || len(c.yaps) >= maxCachedYaps {
+		c.yaps = map[yapKey]yapTimes{}
+	}
+	c.yaps[yapKey{listRef, id}] = yapTimes{created: created, deleted: deleted}
 }
 
 // listOK returns a cached list row; c may be nil (no cache).

@@ -54,3 +54,15 @@ func SetCheckpointHooks(t *testing.T, s *Store, afterFirstPass, afterCheckpoint 
 	c.afterFirstPass.Store(&afterFirstPass)
 	c.afterCheckpoint.Store(&afterCheckpoint)
 }
+
+// HintYapStored tells s's SQLite writer that the yap row (ref, id) is
+// stored with these times, whether or not it is: a stale hint.
+func HintYapStored(t *testing.T, s *Store, ref, id string, created time.Time, deleted *time.Time) {
+	t.Helper()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.writer == nil {
+		t.Fatal("HintYapStored: no writer (a SQLite file store that has written)")
+	}
+	s.writer.cache.putYap(ref, id, ms(created), msPtr(deleted))
+}

@@ -13,7 +13,7 @@ type queries struct {
 	docHeaderAndUpdates, updatesSince, insertUpdate                                       string
 	compactRead, compactWrite, compactState, compactDelete, updateCount                   string
 	insertPerm, permByHash, permsOfList, permOfList, permActive, revokePerm, activeOwners string
-	putYap, yapByID, yapsPage, yapsPageLive, deleteYap, deletedBefore                     string
+	putYap, putYapData, yapByID, yapsPage, yapsPageLive, deleteYap, deletedBefore         string
 	insertAccount, accountByID, accountByHash                                             string
 	insertAudit, insertAuditRowid, auditPage                                              string
 	insertIdem, idemByKey, deleteIdemBefore                                               string
@@ -68,6 +68,11 @@ func buildQueries(pg bool) *queries {
 		putYap: `INSERT INTO yaps (list_ref, id, created_at, deleted_at, data) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (list_ref, id) DO UPDATE SET created_at = excluded.created_at,
 			deleted_at = excluded.deleted_at, data = excluded.data`,
+		// putYapData rewrites only the data of a row stored with these
+		// times, so SQLite leaves the yaps_order and yaps_deleted indexes
+		// alone (it maintains an index when the SET names its columns).
+		putYapData: `UPDATE yaps SET data = $5
+			WHERE list_ref = $1 AND id = $2 AND created_at = $3 AND deleted_at IS NOT DISTINCT FROM $4`,
 		yapByID: `SELECT id, created_at, deleted_at, data FROM yaps WHERE list_ref = $1 AND id = $2`,
 		yapsPage: `SELECT id, created_at, deleted_at, data FROM yaps
 			WHERE list_ref = $1 AND (created_at, id) > ($2, $3) ORDER BY created_at, id LIMIT $4`,
@@ -140,7 +145,7 @@ func (q *queries) ptrs() []*string {
 		&q.docHeaderAndUpdates, &q.updatesSince, &q.insertUpdate,
 		&q.compactRead, &q.compactWrite, &q.compactState, &q.compactDelete, &q.updateCount,
 		&q.insertPerm, &q.permByHash, &q.permsOfList, &q.permOfList, &q.permActive, &q.revokePerm, &q.activeOwners,
-		&q.putYap, &q.yapByID, &q.yapsPage, &q.yapsPageLive, &q.deleteYap, &q.deletedBefore,
+		&q.putYap, &q.putYapData, &q.yapByID, &q.yapsPage, &q.yapsPageLive, &q.deleteYap, &q.deletedBefore,
 		&q.insertAccount, &q.accountByID, &q.accountByHash,
 		&q.insertAudit, &q.insertAuditRowid, &q.auditPage,
 		&q.insertIdem, &q.idemByKey, &q.deleteIdemBefore,

@@ -152,13 +152,39 @@ func (t *tx) PutYap(y *yaps.Yap) error {
 	if t.done {
 		return errDone
 	}
-	_, err := t.s.exec(t.ctx, t.tx, t.q.putYap, yapArgs(t.start.Ref, y)...)
-	return wrap(err, "put yap")
+	args := yapArgs(t.start.Ref, y)
+	w := t.tx.w
+	if w == nil {
+		_, err := t.s.exec(t.ctx, t.tx, t.q.putYap, args...)
+		return wrap(err, "put yap")
+	}
+	// On the SQLite writer, a row this connection last wrote with the same
+	// times (the usual edit) gets its data rewritten only. The hint may be
+	// stale (a write rolled back to its savepoint): the UPDATE then
+	// matches no row and the upsert below writes it.
+	created, deleted := args[2].(int64), args[3].(sql.NullInt64)
+	if w.cache.yapStored(t.start.Ref, y.ID, created, deleted) {
+		res, err := t.s.exec(t.ctx, t.tx, t.q.putYapData, args...)
+		if err != nil {
+			return wrap(err, "put yap")
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			return nil
+		}
+	}
+	if _, err := t.s.exec(t.ctx, t.tx, t.q.putYap, args...); err != nil {
+		return wrap(err, "put yap")
+	}
+	w.cache.putYap(t.start.Ref, y.ID, created, deleted)
+	return nil
 }
 
 func (t *tx) DeleteYap(id string) error {
 	if t.done {
 		return errDone
+	}
+	if w := t.tx.w; w != nil {
+		delete(w.cache.yaps, yapKey{t.start.Ref, id})
 	}
 	_, err := t.s.exec(t.ctx, t.tx, t.q.deleteYap, t.start.Ref, id)
 	return wrap(err, "delete yap")
