@@ -1,6 +1,7 @@
 package yaps
 
 import (
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -139,34 +140,29 @@ func ValidateYap(y *Yap) error {
 	return nil
 }
 
-// kindFields says which members of YapFields belong to which kind.
+// kindFields says which members of YapFields belong to which kind. A
+// table, not a literal built per call: this runs on every yap write.
+var kindFields = [...]struct {
+	name    string
+	kinds   []Kind
+	present func(*YapFields) bool
+}{
+	{"content", []Kind{KindTask}, func(f *YapFields) bool { return f.Content.Present }},
+	{"status", []Kind{KindTask}, func(f *YapFields) bool { return f.Status.Present }},
+	{"priority", []Kind{KindTask}, func(f *YapFields) bool { return f.Priority.Present }},
+	{"dueAt", []Kind{KindTask}, func(f *YapFields) bool { return f.DueAt.Present }},
+	{"tags", []Kind{KindTask, KindNote}, func(f *YapFields) bool { return f.Tags.Present }},
+	{"title", []Kind{KindNote, KindEvent}, func(f *YapFields) bool { return f.Title.Present }},
+	{"body", []Kind{KindNote}, func(f *YapFields) bool { return f.Body.Present }},
+	{"startsAt", []Kind{KindEvent}, func(f *YapFields) bool { return f.StartsAt.Present }},
+	{"endsAt", []Kind{KindEvent}, func(f *YapFields) bool { return f.EndsAt.Present }},
+	{"location", []Kind{KindEvent}, func(f *YapFields) bool { return f.Location.Present }},
+}
+
+// wrongFields returns the first field set in f that kind does not have.
 func wrongFields(kind Kind, f *YapFields) string {
-	type m struct {
-		name    string
-		present bool
-		kinds   []Kind
-	}
-	all := []m{
-		{"content", f.Content.Present, []Kind{KindTask}},
-		{"status", f.Status.Present, []Kind{KindTask}},
-		{"priority", f.Priority.Present, []Kind{KindTask}},
-		{"dueAt", f.DueAt.Present, []Kind{KindTask}},
-		{"tags", f.Tags.Present, []Kind{KindTask, KindNote}},
-		{"title", f.Title.Present, []Kind{KindNote, KindEvent}},
-		{"body", f.Body.Present, []Kind{KindNote}},
-		{"startsAt", f.StartsAt.Present, []Kind{KindEvent}},
-		{"endsAt", f.EndsAt.Present, []Kind{KindEvent}},
-		{"location", f.Location.Present, []Kind{KindEvent}},
-	}
-	for _, x := range all {
-		if !x.present {
-			continue
-		}
-		ok := false
-		for _, k := range x.kinds {
-			ok = ok || k == kind
-		}
-		if !ok {
+	for _, x := range kindFields {
+		if x.present(f) && !slices.Contains(x.kinds, kind) {
 			return x.name
 		}
 	}
