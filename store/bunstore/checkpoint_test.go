@@ -20,9 +20,7 @@ import (
 // database file while writes go on, or the WAL would grow without bound.
 func TestSQLiteBackgroundCheckpoint(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "ckpt.db")
-	s := open(t, "sqlite:"+path)
-	ref := benchList(t, s, 0)
+	path, s, ref := sqliteFileList(t)
 	ctx := context.Background()
 	start, err := os.Stat(path)
 	require.NoError(t, err)
@@ -51,9 +49,7 @@ func TestSQLiteBackgroundCheckpoint(t *testing.T) {
 // so the next write starts the WAL over instead of growing the file.
 func TestSQLiteWALStartsOverUnderSteadyWrites(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "wal.db")
-	s := open(t, "sqlite:"+path)
-	ref := benchList(t, s, 0)
+	path, s, ref := sqliteFileList(t)
 	ctx := context.Background()
 	update := make([]byte, 1000)
 	n := int64(0)
@@ -86,6 +82,14 @@ func TestSQLiteWALStartsOverUnderSteadyWrites(t *testing.T) {
 	writeOne()
 	require.Greater(t, walCheckpointSeq(t, path), before,
 		"the write after the checkpoint did not start the WAL over")
+}
+
+// sqliteFileList opens a store on a new SQLite file and creates a list.
+func sqliteFileList(t *testing.T) (path string, s *bunstore.Store, ref string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "yaps.db")
+	s = open(t, "sqlite:"+path)
+	return path, s, benchList(t, s, 0)
 }
 
 // walCheckpointSeq reads the checkpoint sequence number from the WAL

@@ -2,7 +2,6 @@ package bunstore_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,8 +16,7 @@ import (
 // upsert. Each step reads back what the API would serve.
 func TestSQLiteYapDataRewrite(t *testing.T) {
 	t.Parallel()
-	s := open(t, "sqlite:"+filepath.Join(t.TempDir(), "hint.db"))
-	ref := benchList(t, s, 0)
+	_, s, ref := sqliteFileList(t)
 	ctx := context.Background()
 	put := func(y *yaps.Yap) {
 		t.Helper()
