@@ -57,8 +57,8 @@ func (c *writerCache) clear() {
 	c.lists, c.perms, c.yaps = nil, nil, nil
 }
 
-// yapStored reports whether the row of y was last written, as far as this
-// connection knows, with y's times.
+// yapStored reports whether the yap row (listRef, id) was last written, as
+// far as this connection knows, with these times.
 func (c *writerCache) yapStored(listRef, id string, created int64, deleted sql.NullInt64) bool {
 	t, ok := c.yaps[yapKey{listRef, id}]
 	return ok && t.created == created && t.deleted == deleted

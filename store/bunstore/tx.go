@@ -162,7 +162,7 @@ func (t *tx) PutYap(y *yaps.Yap) error {
 	// times (the usual edit) gets its data rewritten only. The hint may be
 	// stale (a write rolled back to its savepoint): the UPDATE then
 	// matches no row and the upsert below writes it.
-	created, deleted := args[2].(int64), args[3].(sql.NullInt64)
+	created, deleted := ms(y.CreatedAt), msPtr(y.DeletedAt)
 	if w.cache.yapStored(t.start.Ref, y.ID, created, deleted) {
 		res, err := t.s.exec(t.ctx, t.tx, t.q.putYapData, args...)
 		if err != nil {
