@@ -61,6 +61,16 @@ type Config struct {
 	// an allocation). A single frame larger than this still goes out when
 	// nothing else waits. Default: 16 MiB.
 	SendQueueBytes int64
+	// SendQueueWait is how long a room's next batch of client updates
+	// waits for every connection of the room to have room in its send
+	// queue for the batch's frames. A burst then slows the room's writers
+	// (their read loops block, and TCP pushes back on their clients)
+	// instead of closing healthy clients whose frames the server has not
+	// had the time to write. A connection still full after the wait is
+	// closed as slow (4508) and the batch goes on. Frames that do not come
+	// from this process's clients (HTTP writes, other processes) never
+	// wait. Default: 2s.
+	SendQueueWait time.Duration
 
 	// MessagesPerSecond and MessageBurst rate-limit the frames one
 	// connection may send (token bucket); a flood closes it with 4529.
@@ -131,6 +141,7 @@ func (c Config) WithDefaults() Config {
 	if c.SendQueueBytes == 0 {
 		c.SendQueueBytes = 16 << 20
 	}
+	defDur(&c.SendQueueWait, 2*time.Second)
 	if c.MessagesPerSecond == 0 {
 		c.MessagesPerSecond = 500
 	}
@@ -167,8 +178,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: IdleUnload must not be negative")
 	case c.PingPeriod <= 0 || c.PongWait <= c.PingPeriod:
 		return fmt.Errorf("ysync: PongWait (%v) must exceed PingPeriod (%v)", c.PongWait, c.PingPeriod)
-	case c.WriteWait <= 0 || c.OpTimeout <= 0:
-		return fmt.Errorf("ysync: WriteWait and OpTimeout must be positive")
+	case c.WriteWait <= 0 || c.OpTimeout <= 0 || c.SendQueueWait <= 0:
+		return fmt.Errorf("ysync: WriteWait, OpTimeout and SendQueueWait must be positive")
 	case c.SendQueueMessages < 8:
 		return fmt.Errorf("ysync: SendQueueMessages %d is below 8 (a connect alone queues several frames)", c.SendQueueMessages)
 	case c.SendQueueBytes < c.MaxMessageSize:

@@ -109,9 +109,7 @@ func (c *conn) sendAll(msgs [][]byte) {
 	}
 	n := c.queuedMsgs.Add(int64(len(msgs)))
 	b := c.queuedBytes.Add(int64(size))
-	// One frame is always accepted whatever its size (a large document's
-	// step 2 must get through); the byte bound applies to a backlog.
-	if n > int64(c.s.cfg.SendQueueMessages) || (b > c.s.cfg.SendQueueBytes && n > 1) {
+	if !c.s.queueFits(n, b) {
 		c.queuedMsgs.Add(-int64(len(msgs)))
 		c.queuedBytes.Add(-int64(size))
 		c.closeWith(CloseSlowClient, "slow client: send queue full")
@@ -124,10 +122,28 @@ func (c *conn) sendAll(msgs [][]byte) {
 	}
 }
 
+// queueFits reports whether a send queue may hold n frames of b bytes.
+// One frame is always accepted whatever its size (a large document's step
+// 2 must get through); the byte bound applies to a backlog.
+func (s *Server) queueFits(n, b int64) bool {
+	return n <= int64(s.cfg.SendQueueMessages) && (b <= s.cfg.SendQueueBytes || n <= 1)
+}
+
+// hasRoom reports whether n more frames of b bytes fit in c's send queue.
+func (c *conn) hasRoom(n, b int64) bool {
+	return c.s.queueFits(c.queuedMsgs.Load()+n, c.queuedBytes.Load()+b)
+}
+
 // sent is called when a frame left the queue.
 func (c *conn) sent(n int) {
 	c.queuedMsgs.Add(-1)
 	c.queuedBytes.Add(-int64(n))
+	if c.room.drainWaiting.Load() {
+		select {
+		case c.room.drained <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
 }
 
 // closeWith sends a close frame after whatever is queued and cuts the
@@ -389,7 +405,57 @@ func (r *room) applyLoop() {
 			q.c.applyCond.Broadcast()
 		}
 		r.applyMu.Unlock()
+		r.waitForSendRoom(batch)
 		r.apply(batch)
+	}
+}
+
+// waitForSendRoom waits, up to SendQueueWait, until every connection of
+// the room can queue the frames batch will relay: one per update, and one
+// more per update for a compensation or a denial, in at most the batch's
+// bytes. roomBatch keeps that within half a queue. Connections still
+// without room afterwards are closed as slow; everyone else gets the
+// batch.
+func (r *room) waitForSendRoom(batch []queuedUpdate) {
+	need := int64(2 * len(batch))
+	var needBytes int64
+	for _, q := range batch {
+		needBytes += int64(len(q.update)) + 8 // the frame's own header
+	}
+	needBytes = min(needBytes, r.s.cfg.SendQueueBytes/2)
+	full := func() []*conn {
+		var out []*conn
+		for _, c := range *r.snapshot.Load() {
+			if !c.closing.Load() && !c.hasRoom(need, needBytes) {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	if len(full()) == 0 {
+		return
+	}
+	timer := time.NewTimer(r.s.cfg.SendQueueWait)
+	defer timer.Stop()
+	r.drainWaiting.Store(true)
+	defer r.drainWaiting.Store(false)
+	for {
+		// Checked after drainWaiting is set, so a frame sent in between
+		// still leaves a wake-up in drained.
+		if len(full()) == 0 {
+			return
+		}
+		select {
+		case <-r.drained:
+			continue
+		case <-timer.C:
+		case <-r.s.ctx.Done():
+			return
+		}
+		for _, c := range full() {
+			c.closeWith(CloseSlowClient, "slow client: send queue full")
+		}
+		return
 	}
 }
 

@@ -70,7 +70,9 @@
 // Every bound is a Config field (see config.go for defaults): frame size,
 // rooms, connections per process and per room, a bounded send queue per
 // connection (a client that falls behind is disconnected, never silently
-// skipped), a per-connection message rate, awareness sizes and counts,
+// skipped; a room's client updates first wait up to SendQueueWait for a
+// reader that is behind, so a burst slows its writers instead of closing
+// healthy readers), a per-connection message rate, awareness sizes and counts,
 // keepalive pings with a dead-peer timeout, and idle room unloading (the
 // room's pin on the service's document is released). After the handshake
 // the socket is taken off net/http so an idle connection costs about 19 KB

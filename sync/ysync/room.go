@@ -38,6 +38,12 @@ type room struct {
 	applying bool
 	kick     chan struct{} // wakes a lingering worker (capacity 1)
 
+	// The worker waiting for send queues to drain (waitForSendRoom) sets
+	// drainWaiting; connections then signal drained (capacity 1) as
+	// frames leave.
+	drainWaiting atomic.Bool
+	drained      chan struct{}
+
 	// held are the frames of EventDocUpdates with More set, relayed with
 	// the last update of their write. Only onEvent touches it, and the
 	// service emits a list's events one at a time, under its lock.
@@ -53,7 +59,7 @@ type awState struct {
 }
 
 func newRoom(s *Server, ref string) *room {
-	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, aw: map[uint64]*awState{}, kick: make(chan struct{}, 1)}
+	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, aw: map[uint64]*awState{}, kick: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 	r.snapshot.Store(&[]*conn{})
 	return r
 }

@@ -64,29 +64,49 @@ func (e *testEnv) dial(t *testing.T, ref, code string) *client {
 
 func dialURL(t *testing.T, url string) *client {
 	t.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial(url, nil)
-	require.NoError(t, err)
-	resp.Body.Close()
-	c := &client{t: t, ws: ws, frames: make(chan []byte, 1024), err: make(chan error, 1)}
-	go func() {
-		for {
-			typ, frame, err := ws.ReadMessage()
-			if err != nil {
-				c.err <- err
-				return
-			}
-			if typ != websocket.BinaryMessage {
-				frame = nil
-			}
-			c.frames <- frame
-		}
-	}()
-	t.Cleanup(func() { ws.Close() })
+	c, start := dialRaw(t, url)
+	start()
 	// Every connection starts with the server's step 1.
 	m := c.next()
 	require.Equal(t, uint64(MsgSync), m.Type)
 	require.Equal(t, uint64(SyncStep1), m.SyncType)
 	return c
+}
+
+// dialPaused connects a client that reads nothing until start is called,
+// with a fixed socket receive buffer (64 KiB: a smaller one makes TCP
+// crawl once it reads) so that the server's queue for it fills soon.
+func dialPaused(t *testing.T, url string) (c *client, start func()) {
+	t.Helper()
+	c, start = dialRaw(t, url)
+	require.NoError(t, c.ws.UnderlyingConn().(*net.TCPConn).SetReadBuffer(64<<10))
+	return c, start
+}
+
+// dialRaw connects a client whose frames are read once start is called.
+func dialRaw(t *testing.T, url string) (c *client, start func()) {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	t.Cleanup(func() { ws.Close() })
+	c = &client{t: t, ws: ws, frames: make(chan []byte, 1024), err: make(chan error, 1)}
+	start = func() {
+		go func() {
+			for {
+				typ, frame, err := ws.ReadMessage()
+				if err != nil {
+					c.err <- err
+					return
+				}
+				if typ != websocket.BinaryMessage {
+					frame = nil
+				}
+				c.frames <- frame
+			}
+		}()
+	}
+	return c, start
 }
 
 func (c *client) write(frame []byte) {
@@ -424,6 +444,76 @@ func TestSlowClientDisconnected(t *testing.T) {
 	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 2 }, 5*time.Second, 10*time.Millisecond)
 }
 
+// burstUpdates writes n updates of 256 KiB, each marked with its index,
+// from c on a goroutine of its own (the server stops reading c while its
+// room catches up) and returns the payloads.
+func burstUpdates(t *testing.T, c *client, n int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for i := range n {
+		p := bytes.Repeat([]byte{byte(i)}, 256<<10)
+		out = append(out, p)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, p := range out {
+			if c.ws.WriteMessage(websocket.BinaryMessage, AppendUpdate(nil, p)) != nil {
+				return // the test ended early and closed c
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = c.ws.Close()
+		<-done
+	})
+	return out
+}
+
+// A burst of client updates larger than a connection's send queue waits
+// for a reader that is behind instead of closing it: it gets every update,
+// in order, once it reads again.
+func TestBurstWaitsForSendQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{SendQueueMessages: 16, MessagesPerSecond: -1, SendQueueWait: 20 * time.Second})
+	behind, start := dialPaused(t, e.url("L1", "viewer"))
+	writer := e.dial(t, "L1", "owner")
+	const n = 60 // 15 MiB: far more than the queue (16 frames) and the socket buffers hold
+	want := burstUpdates(t, writer, n)
+	// The burst is under way and the server's frames for behind pile up.
+	require.Eventually(t, func() bool { return e.fake.appliedCount() >= 8 }, 5*time.Second, time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	start()
+	require.Equal(t, uint64(SyncStep1), behind.nextOf(MsgSync).SyncType)
+	for i, p := range want {
+		m := behind.nextOf(MsgSync)
+		require.Equal(t, uint64(SyncUpdate), m.SyncType)
+		require.True(t, bytes.Equal(p, m.Payload), "update %d", i)
+	}
+	for range want {
+		require.Equal(t, uint64(SyncUpdate), writer.nextOf(MsgSync).SyncType)
+	}
+	require.Equal(t, n, e.fake.appliedCount())
+	require.Equal(t, 2, e.srv.Stats().Conns)
+}
+
+// A reader that stays behind longer than SendQueueWait is closed as slow,
+// and the rest of its room gets the whole burst.
+func TestBurstClosesReaderStuckPastWait(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{SendQueueMessages: 16, MessagesPerSecond: -1, SendQueueWait: 200 * time.Millisecond, WriteWait: time.Second})
+	_, _ = dialPaused(t, e.url("L1", "viewer")) // never reads
+	writer := e.dial(t, "L1", "owner")
+	other := e.dial(t, "L1", "editor")
+	want := burstUpdates(t, writer, 60)
+	for i, p := range want {
+		m := other.nextOf(MsgSync)
+		require.Equal(t, uint64(SyncUpdate), m.SyncType)
+		require.True(t, bytes.Equal(p, m.Payload), "update %d", i)
+	}
+	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
 func TestIdleUnloadAndCaps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{IdleUnload: 50 * time.Millisecond, MaxRooms: 1})
@@ -472,8 +562,11 @@ func TestConfigValidate(t *testing.T) {
 	require.Error(t, err)
 	_, err = newServer(newFake(), Config{MaxMessageSize: 10})
 	require.Error(t, err)
+	_, err = newServer(newFake(), Config{SendQueueWait: -time.Second})
+	require.Error(t, err)
 	c := Config{}.WithDefaults()
 	require.Equal(t, int64(1<<20), c.MaxMessageSize)
+	require.Equal(t, 2*time.Second, c.SendQueueWait)
 	require.NoError(t, c.validate())
 }
 
@@ -643,10 +736,8 @@ func TestBatchRefusalsPerConnection(t *testing.T) {
 // One write takes at most roomBatch updates; the rest wait for the next.
 func TestRoomBatchBounded(t *testing.T) {
 	t.Parallel()
-	// Every update is relayed to every connection, its sender's included:
-	// 301 frames each here. With the default send queue (256) a machine
-	// too busy to run the write loops between batches would close them
-	// as slow, so this room has a larger one, and a batch cap to match.
+	// The batch cap is a quarter of the send queue; this room has a
+	// larger queue than the default, so a bigger cap.
 	require.Equal(t, 64, (&Server{cfg: Config{}.WithDefaults()}).roomBatch(), "the default send queue is 256")
 	e, gate := gatedEnv(t, Config{MessagesPerSecond: -1, SendQueueMessages: 1024})
 	var clients []*client
