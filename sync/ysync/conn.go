@@ -423,39 +423,30 @@ func (r *room) waitForSendRoom(batch []queuedUpdate) {
 		needBytes += int64(len(q.update)) + 8 // the frame's own header
 	}
 	needBytes = min(needBytes, r.s.cfg.SendQueueBytes/2)
-	full := func() []*conn {
-		var out []*conn
-		for _, c := range *r.snapshot.Load() {
-			if !c.closing.Load() && !c.hasRoom(need, needBytes) {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
-	if len(full()) == 0 {
+	behind := func(c *conn) bool { return !c.closing.Load() && !c.hasRoom(need, needBytes) }
+	anyBehind := func() bool { return slices.ContainsFunc(*r.snapshot.Load(), behind) }
+	if !anyBehind() {
 		return
 	}
 	timer := time.NewTimer(r.s.cfg.SendQueueWait)
 	defer timer.Stop()
 	r.drainWaiting.Store(true)
 	defer r.drainWaiting.Store(false)
-	for {
-		// Checked after drainWaiting is set, so a frame sent in between
-		// still leaves a wake-up in drained.
-		if len(full()) == 0 {
-			return
-		}
+	// Checked after drainWaiting is set, so a frame sent in between still
+	// leaves a wake-up in drained.
+	for anyBehind() {
 		select {
 		case <-r.drained:
-			continue
-		case <-timer.C:
 		case <-r.s.ctx.Done():
 			return
+		case <-timer.C:
+			for _, c := range *r.snapshot.Load() {
+				if behind(c) {
+					c.closeWith(CloseSlowClient, "slow client: send queue full")
+				}
+			}
+			return
 		}
-		for _, c := range full() {
-			c.closeWith(CloseSlowClient, "slow client: send queue full")
-		}
-		return
 	}
 }
 

@@ -470,6 +470,17 @@ func burstUpdates(t *testing.T, c *client, n int) [][]byte {
 	return out
 }
 
+// requireUpdates reads the next sync messages of c: updates with the
+// payloads of want, in order.
+func requireUpdates(t *testing.T, c *client, want [][]byte) {
+	t.Helper()
+	for i, p := range want {
+		m := c.nextOf(MsgSync)
+		require.Equal(t, uint64(SyncUpdate), m.SyncType)
+		require.True(t, bytes.Equal(p, m.Payload), "update %d", i)
+	}
+}
+
 // A burst of client updates larger than a connection's send queue waits
 // for a reader that is behind instead of closing it: it gets every update,
 // in order, once it reads again.
@@ -485,11 +496,7 @@ func TestBurstWaitsForSendQueue(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	start()
 	require.Equal(t, uint64(SyncStep1), behind.nextOf(MsgSync).SyncType)
-	for i, p := range want {
-		m := behind.nextOf(MsgSync)
-		require.Equal(t, uint64(SyncUpdate), m.SyncType)
-		require.True(t, bytes.Equal(p, m.Payload), "update %d", i)
-	}
+	requireUpdates(t, behind, want)
 	for range want {
 		require.Equal(t, uint64(SyncUpdate), writer.nextOf(MsgSync).SyncType)
 	}
@@ -506,11 +513,7 @@ func TestBurstClosesReaderStuckPastWait(t *testing.T) {
 	writer := e.dial(t, "L1", "owner")
 	other := e.dial(t, "L1", "editor")
 	want := burstUpdates(t, writer, 60)
-	for i, p := range want {
-		m := other.nextOf(MsgSync)
-		require.Equal(t, uint64(SyncUpdate), m.SyncType)
-		require.True(t, bytes.Equal(p, m.Payload), "update %d", i)
-	}
+	requireUpdates(t, other, want)
 	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 2 }, 5*time.Second, 10*time.Millisecond)
 }
 
