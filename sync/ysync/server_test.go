@@ -14,6 +14,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
 )
 
 var timeNow = time.Now
@@ -446,14 +448,19 @@ func TestSlowClientDisconnected(t *testing.T) {
 
 // burstUpdates writes n updates of 256 KiB, each marked with its index,
 // from c on a goroutine of its own (the server stops reading c while its
-// room catches up) and returns the payloads.
+// room catches up) and returns the payloads. Each starts with a client
+// count no update can hold, so the room cannot merge two of them into one
+// (a run of zeros alone is a valid empty Yjs update) and relays each as
+// sent.
 func burstUpdates(t *testing.T, c *client, n int) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for i := range n {
-		p := bytes.Repeat([]byte{byte(i)}, 256<<10)
+		p := append([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, bytes.Repeat([]byte{byte(i)}, 256<<10)...)
 		out = append(out, p)
 	}
+	_, err := yjs.MergeUpdates(out[:min(2, n)])
+	require.Error(t, err, "the room must not be able to merge the burst's updates")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
