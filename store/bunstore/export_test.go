@@ -40,6 +40,9 @@ func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
 // PreparedPipelines reports how many pipelines of prepared writes s sent.
 func PreparedPipelines(s *Store) int64 { return s.prepGroup.pipelines.Load() }
 
+// MultiRowPipelines reports how many of them took the multi-row form.
+func MultiRowPipelines(s *Store) int64 { return s.prepGroup.multiRow.Load() }
+
 // SetCheckpointHooks makes s's checkpointer call afterFirstPass between
 // the two passes of each checkpoint and afterCheckpoint after both. s must
 // have written once (the checkpointer starts with the writer).

@@ -90,12 +90,16 @@ func checkPrepared(p *yaps.PreparedWrite) error {
 	return nil
 }
 
+// queueGuard queues p's guard on b.
+func queueGuard(b *pgx.Batch, p *yaps.PreparedWrite) {
+	args := append(saveListArgs(p.List, p.List.DocVersion), listArgs(p.Expect)[1:]...)
+	b.Queue(preparedSQL.guard, append(args, p.PermissionID)...)
+}
+
 // queuePrepared queues p's statements on b.
 func queuePrepared(b *pgx.Batch, p *yaps.PreparedWrite) {
-	ref, x := p.Expect.Ref, p.Expect
-	args := append(saveListArgs(p.List, p.List.DocVersion), listArgs(x)[1:]...)
-	b.Queue(preparedSQL.guard, append(args, p.PermissionID)...)
-	seq := x.DocVersion
+	ref, seq := p.Expect.Ref, p.Expect.DocVersion
+	queueGuard(b, p)
 	for _, op := range p.Ops {
 		switch {
 		case op.Update != nil:

@@ -188,3 +188,186 @@ func TestPreparedConcurrentWriters(t *testing.T) {
 		require.Len(t, log.Updates, each)
 	}
 }
+
+// gatedBatch runs ws as one batch of prepared writes: each concurrently,
+// held back until all are queued.
+func gatedBatch(t *testing.T, s *bunstore.Store, ws []*yaps.PreparedWrite) (applied []bool, errs []error) {
+	t.Helper()
+	wait, release := bunstore.GatePrepared(t, s)
+	applied, errs = make([]bool, len(ws)), make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() { applied[i], errs[i] = s.WritePrepared(context.Background(), w) })
+	}
+	wait(len(ws))
+	release()
+	wg.Wait()
+	return applied, errs
+}
+
+// A batch goes as one guard per write and one statement per kind of op
+// (prepmulti.go): every op of every applied write lands, a stale write's
+// rows are skipped among them, and audit entries get the seqs they were
+// stored under. A batch that puts or deletes one yap twice keeps the ops'
+// order through the statement-per-op form.
+func TestPreparedMultiRow(t *testing.T) {
+	t.Parallel()
+	s := open(t, storetest.PostgresDSN(t))
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	later := now.Add(time.Minute)
+
+	rows := make([]*yaps.List, 4)
+	for i := range rows {
+		l := &yaps.List{Ref: fmt.Sprintf("list%d", i), Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
+		owner := &yaps.Permission{ID: fmt.Sprintf("perm%d", i), ListRef: l.Ref, Role: yaps.RoleOwner, CreatedAt: now,
+			CodeHash: yaps.HashSecret(fmt.Sprintf("code%d", i))}
+		require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
+		row, err := s.List(ctx, l.Ref)
+		require.NoError(t, err)
+		rows[i] = row
+	}
+	yap := func(ref, id string) *yaps.Yap {
+		return &yaps.Yap{ID: id, ListRef: ref, Kind: yaps.KindNote, Content: "c-" + id, CreatedAt: now, UpdatedAt: now}
+	}
+	audit := func(ref, perm, action, id string) *yaps.AuditEntry {
+		return &yaps.AuditEntry{ListRef: ref, At: now, PermissionID: perm, Role: yaps.RoleOwner, Action: action, YapID: id, Detail: action + "/" + ref}
+	}
+	write := func(row *yaps.List, perm string, ops ...yaps.PreparedOp) *yaps.PreparedWrite {
+		next := row.Clone()
+		for _, op := range ops {
+			if op.Update != nil {
+				next.DocVersion++
+			}
+		}
+		return &yaps.PreparedWrite{Expect: row, PermissionID: perm, List: next, Ops: ops}
+	}
+	refresh := func() {
+		for i := range rows {
+			l, err := s.List(ctx, rows[i].Ref)
+			require.NoError(t, err)
+			rows[i] = l
+		}
+	}
+	// list2 holds a yap "old" for the batch to delete.
+	applied, err := s.WritePrepared(ctx, write(rows[2], "perm2", yaps.PreparedOp{Update: []byte("u")}, yaps.PreparedOp{PutYap: yap("list2", "old")}))
+	require.NoError(t, err)
+	require.True(t, applied)
+	refresh()
+
+	deleted := yap("list0", "a")
+	deleted.DeletedAt = &later
+	stale := rows[1].Clone()
+	stale.DocVersion = 0
+	ws := []*yaps.PreparedWrite{
+		write(rows[0], "perm0",
+			yaps.PreparedOp{Update: []byte("x0")}, yaps.PreparedOp{Audit: audit("list0", "perm0", "yap.create", "a")},
+			yaps.PreparedOp{PutYap: deleted}, yaps.PreparedOp{Update: []byte("y0")}, yaps.PreparedOp{PutYap: yap("list0", "b")},
+			yaps.PreparedOp{Audit: audit("list0", "perm0", "yap.delete", "a")}),
+		write(stale, "perm1", yaps.PreparedOp{Update: []byte("x1")}, yaps.PreparedOp{PutYap: yap("list1", "a")},
+			yaps.PreparedOp{Audit: audit("list1", "perm1", "yap.create", "a")}),
+		write(rows[2], "perm2", yaps.PreparedOp{Update: []byte("x2")}, yaps.PreparedOp{DeleteYapID: "old"},
+			yaps.PreparedOp{Audit: audit("list2", "perm2", "yap.remove", "old")}),
+		write(rows[3], "", yaps.PreparedOp{Audit: audit("list3", "", "list.update", "")}, yaps.PreparedOp{Update: []byte("x3")}),
+	}
+	pipelines, multi := bunstore.PreparedPipelines(s), bunstore.MultiRowPipelines(s)
+	got, errs := gatedBatch(t, s, ws)
+	require.Equal(t, pipelines+1, bunstore.PreparedPipelines(s), "one pipeline")
+	require.Equal(t, multi+1, bunstore.MultiRowPipelines(s), "in the multi-row form")
+	for i := range ws {
+		require.NoError(t, errs[i], i)
+	}
+	require.Equal(t, []bool{true, false, true, true}, got)
+
+	// The update log: list0 got seqs 2 and 3, list2 3, list3 2; list1 nothing.
+	for i, want := range []int64{3, 1, 3, 2} {
+		l, err := s.List(ctx, rows[i].Ref)
+		require.NoError(t, err)
+		require.Equal(t, want, l.DocVersion, rows[i].Ref)
+	}
+	log, err := s.Doc(ctx, "list0", 1)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("x0"), []byte("y0")}, log.Updates)
+	log, err = s.Doc(ctx, "list1", 1)
+	require.NoError(t, err)
+	require.Empty(t, log.Updates)
+
+	// The projections, including a NULL and a set deleted_at.
+	y, err := s.Yap(ctx, "list0", "a")
+	require.NoError(t, err)
+	require.NotNil(t, y.DeletedAt)
+	require.True(t, later.Equal(*y.DeletedAt))
+	y, err = s.Yap(ctx, "list0", "b")
+	require.NoError(t, err)
+	require.Nil(t, y.DeletedAt)
+	require.Equal(t, "c-b", y.Content)
+	_, err = s.Yap(ctx, "list1", "a")
+	require.Equal(t, yaps.ENOTFOUND, yaps.ErrorCode(err))
+	_, err = s.Yap(ctx, "list2", "old")
+	require.Equal(t, yaps.ENOTFOUND, yaps.ErrorCode(err))
+
+	// Audit seqs: the skipped write's entry got none; every other entry
+	// got the seq it is stored under, ascending in batch order.
+	require.Zero(t, ws[1].Ops[2].Audit.Seq)
+	var order []int64
+	for _, w := range []*yaps.PreparedWrite{ws[0], ws[2], ws[3]} {
+		for _, op := range w.Ops {
+			if op.Audit == nil {
+				continue
+			}
+			require.NotZero(t, op.Audit.Seq)
+			order = append(order, op.Audit.Seq)
+			stored, err := s.Audit(ctx, w.Expect.Ref, op.Audit.Seq-1, 1)
+			require.NoError(t, err)
+			require.Len(t, stored, 1)
+			require.Equal(t, op.Audit.Seq, stored[0].Seq)
+			require.Equal(t, op.Audit.Detail, stored[0].Detail)
+			require.Equal(t, op.Audit.Action, stored[0].Action)
+		}
+	}
+	require.IsIncreasing(t, order)
+	audits, err := s.Audit(ctx, "list1", 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, audits)
+
+	// One yap put, then deleted, in one write; and one deleted, then put
+	// again: the statement-per-op form keeps each order.
+	refresh()
+	ws = []*yaps.PreparedWrite{
+		write(rows[0], "perm0", yaps.PreparedOp{Update: []byte("z0")}, yaps.PreparedOp{PutYap: yap("list0", "c")}, yaps.PreparedOp{DeleteYapID: "c"}),
+		write(rows[1], "perm1", yaps.PreparedOp{Update: []byte("z1")}, yaps.PreparedOp{DeleteYapID: "d"}, yaps.PreparedOp{PutYap: yap("list1", "d")}),
+	}
+	pipelines, multi = bunstore.PreparedPipelines(s), bunstore.MultiRowPipelines(s)
+	got, errs = gatedBatch(t, s, ws)
+	require.Equal(t, pipelines+1, bunstore.PreparedPipelines(s))
+	require.Equal(t, multi, bunstore.MultiRowPipelines(s), "not in the multi-row form")
+	require.Equal(t, []bool{true, true}, got)
+	require.Equal(t, []error{nil, nil}, errs)
+	_, err = s.Yap(ctx, "list0", "c")
+	require.Equal(t, yaps.ENOTFOUND, yaps.ErrorCode(err))
+	_, err = s.Yap(ctx, "list1", "d")
+	require.NoError(t, err)
+
+	// A write for a list that does not exist, batched with one that does:
+	// the row guards leave nothing of it.
+	refresh()
+	ghost := rows[3].Clone()
+	ghost.Ref = "ghost"
+	ws = []*yaps.PreparedWrite{
+		write(rows[3], "", yaps.PreparedOp{Update: []byte("g3")}, yaps.PreparedOp{PutYap: yap("list3", "g")}),
+		write(ghost, "", yaps.PreparedOp{Update: []byte("g")}, yaps.PreparedOp{PutYap: yap("ghost", "g")},
+			yaps.PreparedOp{Audit: audit("ghost", "", "yap.create", "g")}),
+	}
+	multi = bunstore.MultiRowPipelines(s)
+	got, errs = gatedBatch(t, s, ws)
+	require.Equal(t, multi+1, bunstore.MultiRowPipelines(s))
+	require.Equal(t, []bool{true, false}, got)
+	require.Equal(t, []error{nil, nil}, errs)
+	_, err = s.Yap(ctx, "list3", "g")
+	require.NoError(t, err)
+	_, err = s.Yap(ctx, "ghost", "g")
+	require.Equal(t, yaps.ENOTFOUND, yaps.ErrorCode(err))
+	audits, err = s.Audit(ctx, "ghost", 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, audits)
+}

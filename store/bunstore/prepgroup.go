@@ -35,6 +35,7 @@ type prepReq struct {
 type prepGroup struct {
 	batchQueue[*prepReq]
 	pipelines atomic.Int64 // pipelines sent, for tests
+	multiRow  atomic.Int64 // of which in the multi-row form (prepmulti.go)
 }
 
 // groupPrepared runs p in a batch and returns its outcome. One batch runs
@@ -109,7 +110,7 @@ func (s *Store) runPreparedBatch(batch []*prepReq) {
 		}
 		if len(live) > 1 {
 			s.prepGroup.pipelines.Add(1)
-			if pipeline(c.Conn(), live) == nil {
+			if s.pipeline(c.Conn(), live) == nil {
 				return nil
 			}
 		}
@@ -117,7 +118,7 @@ func (s *Store) runPreparedBatch(batch []*prepReq) {
 		for _, r := range live {
 			r.applied, r.err = false, nil
 			s.prepGroup.pipelines.Add(1)
-			if err := pipeline(c.Conn(), []*prepReq{r}); err != nil {
+			if err := s.pipeline(c.Conn(), []*prepReq{r}); err != nil {
 				r.err = wrap(err, "prepared write")
 			}
 		}
@@ -130,18 +131,33 @@ func (s *Store) runPreparedBatch(batch []*prepReq) {
 
 // pipeline sends the writes of rs as one pipeline and, if it committed,
 // records their outcomes.
-func pipeline(c *pgx.Conn, rs []*prepReq) error {
+func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	b := &pgx.Batch{}
-	for _, r := range rs {
-		queuePrepared(b, r.p)
+	var m *multiRows
+	if len(rs) > 1 {
+		if mm, ok := collectMulti(rs); ok {
+			m = mm
+		}
+	}
+	if m != nil {
+		s.prepGroup.multiRow.Add(1)
+		queueMulti(b, rs, m)
+	} else {
+		for _, r := range rs {
+			queuePrepared(b, r.p)
+		}
 	}
 	br := c.SendBatch(context.Background(), b)
 	applied := make([]bool, len(rs))
 	seqs := make([][]int64, len(rs))
 	var err error
-	for i, r := range rs {
-		if applied[i], seqs[i], err = readPrepared(br, r.p); err != nil {
-			break
+	if m != nil {
+		applied, seqs, err = readMulti(br, rs, m)
+	} else {
+		for i, r := range rs {
+			if applied[i], seqs[i], err = readPrepared(br, r.p); err != nil {
+				break
+			}
 		}
 	}
 	if cerr := br.Close(); err == nil {

@@ -127,6 +127,28 @@ func testWritePrepared(t *testing.T, s yaps.Store) {
 		g := newList(t, s, base)
 		notApplied(t, cur, g.owner.ID)
 	})
+	// A list that does not exist: nothing is written for it (on Postgres
+	// the row guards, not foreign keys, see to that).
+	t.Run("UnknownList", func(t *testing.T) {
+		ghost := cur.Clone()
+		ghost.Ref = id("ghost")
+		next := ghost.Clone()
+		next.DocVersion++
+		audit := &yaps.AuditEntry{ListRef: ghost.Ref, At: at(9), PermissionID: "", Role: yaps.RoleOwner, Action: "yap.create", YapID: "ghost"}
+		applied, err := pw.WritePrepared(ctx, &yaps.PreparedWrite{Expect: ghost, List: next, Ops: []yaps.PreparedOp{
+			{Update: []byte("ghost")}, {PutYap: fullTask(ghost.Ref, "ghost", at(9))}, {Audit: audit},
+		}})
+		require.NoError(t, err)
+		require.False(t, applied)
+		_, err = s.Yap(ctx, ghost.Ref, "ghost")
+		requireCode(t, yaps.ENOTFOUND, err)
+		_, err = s.Doc(ctx, ghost.Ref, 0)
+		requireCode(t, yaps.ENOTFOUND, err)
+		entries, err := s.Audit(ctx, ghost.Ref, 0, 10)
+		require.NoError(t, err)
+		require.Empty(t, entries)
+		require.Zero(t, audit.Seq)
+	})
 	t.Run("Malformed", func(t *testing.T) {
 		next := cur.Clone()
 		_, err := pw.WritePrepared(ctx, &yaps.PreparedWrite{Expect: cur, List: next, Ops: []yaps.PreparedOp{{Audit: &yaps.AuditEntry{}}}})
