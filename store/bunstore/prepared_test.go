@@ -371,3 +371,81 @@ func TestPreparedMultiRow(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, audits)
 }
+
+// Each write of a multi-row batch keeps its own guard, which checks every
+// field of its expected row, NULL or not, and its permission: a batch of
+// a good write and a write with one stale field applies the good one only.
+func TestPreparedMultiRowGuards(t *testing.T) {
+	t.Parallel()
+	s := open(t, storetest.PostgresDSN(t))
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	newList := func(ref string, rolledUp bool) *yaps.List {
+		l := &yaps.List{Ref: ref, Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
+		owner := &yaps.Permission{ID: "perm-" + ref, ListRef: ref, Role: yaps.RoleOwner, CreatedAt: now, CodeHash: yaps.HashSecret("code-" + ref)}
+		require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
+		if rolledUp {
+			require.NoError(t, s.Update(ctx, ref, func(tx yaps.Tx) error {
+				l := tx.List()
+				l.AccountID, l.RolledUpAt, l.ArchivedAt = "acct", &now, &now
+				return tx.SaveList(l)
+			}))
+		}
+		row, err := s.List(ctx, ref)
+		require.NoError(t, err)
+		return row
+	}
+	write := func(expect *yaps.List, perm string) *yaps.PreparedWrite {
+		next := expect.Clone()
+		next.DocVersion++
+		next.Title = "written"
+		return &yaps.PreparedWrite{Expect: expect, PermissionID: perm, List: next, Ops: []yaps.PreparedOp{{Update: []byte("u2")}}}
+	}
+	newList("other", false)
+	changes := map[string]func(l *yaps.List, perm *string){
+		"none":       func(*yaps.List, *string) {},
+		"title":      func(l *yaps.List, _ *string) { l.Title = "x" },
+		"kind":       func(l *yaps.List, _ *string) { l.Kind = yaps.KindNote },
+		"createdAt":  func(l *yaps.List, _ *string) { l.CreatedAt = l.CreatedAt.Add(time.Millisecond) },
+		"updatedAt":  func(l *yaps.List, _ *string) { l.UpdatedAt = l.UpdatedAt.Add(time.Millisecond) },
+		"archivedAt": func(l *yaps.List, _ *string) { l.ArchivedAt = toggle(l.ArchivedAt, now) },
+		"rolledUpAt": func(l *yaps.List, _ *string) { l.RolledUpAt = toggle(l.RolledUpAt, now) },
+		"accountID": func(l *yaps.List, _ *string) {
+			l.AccountID = map[string]string{"": "acct", "acct": ""}[l.AccountID]
+		},
+		"docVersion":     func(l *yaps.List, _ *string) { l.DocVersion-- },
+		"unknownPerm":    func(_ *yaps.List, p *string) { *p = "nobody" },
+		"otherListsPerm": func(_ *yaps.List, p *string) { *p = "perm-other" },
+	}
+	for name, change := range changes {
+		for _, rolledUp := range []bool{false, true} {
+			good := newList(fmt.Sprintf("good-%s-%v", name, rolledUp), false)
+			row := newList(fmt.Sprintf("x-%s-%v", name, rolledUp), rolledUp)
+			expect, perm := row.Clone(), "perm-"+row.Ref
+			change(expect, &perm)
+			multi := bunstore.MultiRowPipelines(s)
+			applied, errs := gatedBatch(t, s, []*yaps.PreparedWrite{write(good, "perm-"+good.Ref), write(expect, perm)})
+			require.Equal(t, multi+1, bunstore.MultiRowPipelines(s))
+			require.Equal(t, []error{nil, nil}, errs)
+			want := name == "none"
+			require.Equal(t, []bool{true, want}, applied, "%s, rolled up %v", name, rolledUp)
+			got, err := s.List(ctx, row.Ref)
+			require.NoError(t, err)
+			if want {
+				require.Equal(t, "written", got.Title)
+				require.Equal(t, row.DocVersion+1, got.DocVersion)
+				require.Equal(t, row.AccountID, got.AccountID)
+				require.Equal(t, row.RolledUpAt, got.RolledUpAt)
+			} else {
+				require.Equal(t, row, got)
+			}
+		}
+	}
+}
+
+func toggle(t *time.Time, v time.Time) *time.Time {
+	if t == nil {
+		return &v
+	}
+	return nil
+}
