@@ -29,13 +29,7 @@ func TestPreparedGroupCommit(t *testing.T) {
 
 	var rows []*yaps.List
 	for i := range 6 {
-		l := &yaps.List{Ref: fmt.Sprintf("list%d", i), Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
-		owner := &yaps.Permission{ID: fmt.Sprintf("perm%d", i), ListRef: l.Ref, Role: yaps.RoleOwner, CreatedAt: now,
-			CodeHash: yaps.HashSecret(fmt.Sprintf("code%d", i))}
-		require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
-		row, err := s.List(ctx, l.Ref)
-		require.NoError(t, err)
-		rows = append(rows, row)
+		rows = append(rows, preparedList(t, s, fmt.Sprintf("list%d", i), fmt.Sprintf("perm%d", i), now))
 	}
 	write := func(row *yaps.List, perm, yap string) *yaps.PreparedWrite {
 		next := row.Clone()
@@ -189,6 +183,19 @@ func TestPreparedConcurrentWriters(t *testing.T) {
 	}
 }
 
+// preparedList creates list ref, owned by permission permID, and returns
+// its row.
+func preparedList(t *testing.T, s *bunstore.Store, ref, permID string, now time.Time) *yaps.List {
+	t.Helper()
+	ctx := context.Background()
+	l := &yaps.List{Ref: ref, Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
+	owner := &yaps.Permission{ID: permID, ListRef: ref, Role: yaps.RoleOwner, CreatedAt: now, CodeHash: yaps.HashSecret("code-" + permID)}
+	require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
+	row, err := s.List(ctx, ref)
+	require.NoError(t, err)
+	return row
+}
+
 // gatedBatch runs ws as one batch of prepared writes: each concurrently,
 // held back until all are queued.
 func gatedBatch(t *testing.T, s *bunstore.Store, ws []*yaps.PreparedWrite) (applied []bool, errs []error) {
@@ -219,13 +226,7 @@ func TestPreparedMultiRow(t *testing.T) {
 
 	rows := make([]*yaps.List, 4)
 	for i := range rows {
-		l := &yaps.List{Ref: fmt.Sprintf("list%d", i), Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
-		owner := &yaps.Permission{ID: fmt.Sprintf("perm%d", i), ListRef: l.Ref, Role: yaps.RoleOwner, CreatedAt: now,
-			CodeHash: yaps.HashSecret(fmt.Sprintf("code%d", i))}
-		require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
-		row, err := s.List(ctx, l.Ref)
-		require.NoError(t, err)
-		rows[i] = row
+		rows[i] = preparedList(t, s, fmt.Sprintf("list%d", i), fmt.Sprintf("perm%d", i), now)
 	}
 	yap := func(ref, id string) *yaps.Yap {
 		return &yaps.Yap{ID: id, ListRef: ref, Kind: yaps.KindNote, Content: "c-" + id, CreatedAt: now, UpdatedAt: now}
@@ -381,16 +382,15 @@ func TestPreparedMultiRowGuards(t *testing.T) {
 	ctx := context.Background()
 	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
 	newList := func(ref string, rolledUp bool) *yaps.List {
-		l := &yaps.List{Ref: ref, Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
-		owner := &yaps.Permission{ID: "perm-" + ref, ListRef: ref, Role: yaps.RoleOwner, CreatedAt: now, CodeHash: yaps.HashSecret("code-" + ref)}
-		require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
-		if rolledUp {
-			require.NoError(t, s.Update(ctx, ref, func(tx yaps.Tx) error {
-				l := tx.List()
-				l.AccountID, l.RolledUpAt, l.ArchivedAt = "acct", &now, &now
-				return tx.SaveList(l)
-			}))
+		row := preparedList(t, s, ref, "perm-"+ref, now)
+		if !rolledUp {
+			return row
 		}
+		require.NoError(t, s.Update(ctx, ref, func(tx yaps.Tx) error {
+			l := tx.List()
+			l.AccountID, l.RolledUpAt, l.ArchivedAt = "acct", &now, &now
+			return tx.SaveList(l)
+		}))
 		row, err := s.List(ctx, ref)
 		require.NoError(t, err)
 		return row
