@@ -119,14 +119,19 @@ func (s *Service) write(ctx context.Context, ref string, a *Actor, fn func(w *wr
 	return s.writeAs(ctx, ref, actors, fn)
 }
 
+// firstActor is the actor a write op starts as: actors[0], nil for none.
+func firstActor(actors []*Actor) *Actor {
+	if len(actors) == 0 {
+		return nil
+	}
+	return actors[0]
+}
+
 // writeAs is write on behalf of several actors (a batch of sync updates):
 // every actor's code must still be active, and the write op starts as the
 // first one (fn may switch w.actor between its edits).
 func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn func(w *writeOp) error) error {
-	var a *Actor
-	if len(actors) > 0 {
-		a = actors[0]
-	}
+	a := firstActor(actors)
 	e := s.docs.acquire(ref)
 	defer s.docs.release(e)
 	if e.doc != nil && e.row != nil && e.row.DocVersion == e.seq {

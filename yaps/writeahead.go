@@ -36,10 +36,7 @@ var errWriteAhead = errors.New("yaps: write ahead not possible")
 // writeAhead tries the write described above. It returns errWriteAhead
 // when the caller must run the ordinary path. e.mu is held.
 func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, fn func(w *writeOp) error) error {
-	var a *Actor
-	if len(actors) > 0 {
-		a = actors[0]
-	}
+	a := firstActor(actors)
 	row := *e.row
 	rec := &writeAheadTx{list: row.Clone(), seq: row.DocVersion}
 	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *row.Clone()}

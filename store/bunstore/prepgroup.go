@@ -133,13 +133,8 @@ func (s *Store) runPreparedBatch(batch []*prepReq) {
 // records their outcomes.
 func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	b := &pgx.Batch{}
-	var m *multiRows
-	if len(rs) > 1 {
-		if mm, ok := collectMulti(rs); ok {
-			m = mm
-		}
-	}
-	if m != nil {
+	m, multi := collectMulti(rs)
+	if multi {
 		s.prepGroup.multiRow.Add(1)
 		queueMulti(b, rs, m)
 	} else {
@@ -148,17 +143,13 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 		}
 	}
 	br := c.SendBatch(context.Background(), b)
-	applied := make([]bool, len(rs))
-	seqs := make([][]int64, len(rs))
+	var applied []bool
+	var seqs [][]int64
 	var err error
-	if m != nil {
+	if multi {
 		applied, seqs, err = readMulti(br, rs, m)
 	} else {
-		for i, r := range rs {
-			if applied[i], seqs[i], err = readPrepared(br, r.p); err != nil {
-				break
-			}
-		}
+		applied, seqs, err = readEach(br, rs)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -173,6 +164,19 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 		}
 	}
 	return nil
+}
+
+// readEach reads the results of rs's statement-per-op form, as readMulti.
+func readEach(br pgx.BatchResults, rs []*prepReq) ([]bool, [][]int64, error) {
+	applied := make([]bool, len(rs))
+	seqs := make([][]int64, len(rs))
+	for i, r := range rs {
+		var err error
+		if applied[i], seqs[i], err = readPrepared(br, r.p); err != nil {
+			return nil, nil, err
+		}
+	}
+	return applied, seqs, nil
 }
 
 // cancelled reports whether r's context is done, which is then its error.

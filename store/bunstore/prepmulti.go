@@ -75,7 +75,9 @@ type multiRows struct {
 // collectMulti returns rs's ops as columns, or false when the batch must
 // use the statement-per-op form (see above).
 func collectMulti(rs []*prepReq) (*multiRows, bool) {
-	type yapKey struct{ ref, id string }
+	if len(rs) < 2 {
+		return nil, false
+	}
 	seen := map[yapKey]bool{}
 	m := &multiRows{}
 	for w, r := range rs {
@@ -90,7 +92,7 @@ func collectMulti(rs []*prepReq) (*multiRows, bool) {
 				if op.PutYap != nil {
 					id = op.PutYap.ID
 				}
-				k := yapKey{ref, id}
+				k := yapKey{listRef: ref, id: id}
 				if seen[k] {
 					return nil, false
 				}
