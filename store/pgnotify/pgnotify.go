@@ -34,6 +34,15 @@
 // re-sends its state every 15 s; real states are a few hundred bytes).
 // Each Notifier has a random process id (ID) stamped into what it
 // publishes; its own notices are dropped when they come back.
+//
+// PublishBatch packs several notices into one payload,
+// {"s":sender,"b":[notice,...]} (each notice without its "s"), up to the
+// limit: Postgres spends about as much on one notification (queueing it,
+// waking and feeding every listener, itself included) as on the write that
+// caused it, so a batch of N writes costs one notification instead of N.
+// Listeners read both forms; a process from before packed payloads ignores
+// them (with a debug log) and catches up by polling, which only matters
+// while a deployment runs mixed versions.
 package pgnotify
 
 import (
@@ -201,12 +210,13 @@ func (n *Notifier) Close() error {
 // recognizes its own notices (every listener hears them) by their prefix
 // without decoding them.
 type wire struct {
-	S string          `json:"s"`
-	K yaps.NoticeKind `json:"k"`
+	S string          `json:"s,omitempty"`
+	K yaps.NoticeKind `json:"k,omitempty"`
 	R string          `json:"r,omitempty"`
 	Q int64           `json:"q,omitempty"`
 	P string          `json:"p,omitempty"`
 	A []byte          `json:"a,omitempty"`
+	B []wire          `json:"b,omitempty"` // a packed payload's notices, without S
 }
 
 // Publish sends notice to the other processes on the channel (see the
@@ -228,25 +238,29 @@ func (n *Notifier) Publish(ctx context.Context, notice yaps.Notice) error {
 var _ yaps.BatchPublisher = (*Notifier)(nil)
 
 // PublishBatch implements yaps.BatchPublisher: the notices go in one
-// statement, so one round trip and one transaction, in order. A notice
-// that cannot be sent (over the payload limit) is left out and reported in
-// the error; the others are still sent.
+// statement, so one round trip and one transaction, in order, packed into
+// as few payloads as the limit allows (see the package comment); identical
+// notices go once. A notice that cannot be sent (over the payload limit) is
+// left out and reported in the error; the others are still sent.
 func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
 	}
-	payloads := make([]string, 0, len(notices))
+	items := make([][]byte, 0, len(notices))
+	seen := make(map[string]bool, len(notices))
 	var errs []error
 	for _, notice := range notices {
-		p, err := n.encode(notice)
+		item, err := n.encodeItem(notice)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if p != "" {
-			payloads = append(payloads, p)
+		if item == nil || seen[string(item)] {
+			continue
 		}
+		seen[string(item)] = true
+		items = append(items, item)
 	}
-	if len(payloads) > 0 {
+	if payloads := n.pack(items); len(payloads) > 0 {
 		if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", n.cfg.Channel, payloads); err != nil {
 			errs = append(errs, fmt.Errorf("pgnotify: notify: %w", err))
 		}
@@ -254,28 +268,71 @@ func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) erro
 	return errors.Join(errs...)
 }
 
-// encode returns the NOTIFY payload of notice, or "" for a notice that is
-// not sent (local only, or an awareness update over the limit).
+// pack returns the payloads that carry items (encodeItem's output), in
+// order: consecutive items share a packed payload while it stays within
+// the limit; an item alone goes in the single-notice form.
+func (n *Notifier) pack(items [][]byte) []string {
+	head := n.own + `,"b":[`
+	var payloads []string
+	for len(items) > 0 {
+		size, k := len(head)+len(items[0])+2, 1 // 2: "]}"
+		for k < len(items) && size+1+len(items[k]) <= maxPayload {
+			size += 1 + len(items[k])
+			k++
+		}
+		if k == 1 {
+			payloads = append(payloads, n.own+","+string(items[0][1:]))
+		} else {
+			var b strings.Builder
+			b.Grow(size)
+			b.WriteString(head)
+			for i, item := range items[:k] {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.Write(item)
+			}
+			b.WriteString("]}")
+			payloads = append(payloads, b.String())
+		}
+		items = items[k:]
+	}
+	return payloads
+}
+
+// encode returns the single-notice payload of notice, or "" for a notice
+// that is not sent (local only, or an awareness update over the limit).
 func (n *Notifier) encode(notice yaps.Notice) (string, error) {
+	item, err := n.encodeItem(notice)
+	if item == nil {
+		return "", err
+	}
+	return n.own + "," + string(item[1:]), nil
+}
+
+// encodeItem returns notice as a JSON object without its sender, nil for a
+// notice that is not sent (local only, or an awareness update over the
+// limit), or an error for any other notice that could not travel alone.
+func (n *Notifier) encodeItem(notice yaps.Notice) ([]byte, error) {
 	if notice.Kind == yaps.NoticeResync {
-		return "", nil // local only
+		return nil, nil // local only
 	}
 	if notice.Kind == yaps.NoticeAwareness && len(notice.Payload) > MaxAwarenessPayload {
 		n.cfg.Logger.Debug("pgnotify: awareness update too large; dropped", "list", notice.ListRef, "bytes", len(notice.Payload))
-		return "", nil
+		return nil, nil
 	}
-	b, err := json.Marshal(wire{K: notice.Kind, S: n.id, R: notice.ListRef, Q: notice.Seq, P: notice.PermissionID, A: notice.Payload})
+	b, err := json.Marshal(wire{K: notice.Kind, R: notice.ListRef, Q: notice.Seq, P: notice.PermissionID, A: notice.Payload})
 	if err != nil {
-		return "", fmt.Errorf("pgnotify: %w", err)
+		return nil, fmt.Errorf("pgnotify: %w", err)
 	}
-	if len(b) > maxPayload {
+	if size := len(n.own) + len(b); size > maxPayload {
 		if notice.Kind == yaps.NoticeAwareness {
-			n.cfg.Logger.Debug("pgnotify: awareness notice too large; dropped", "list", notice.ListRef, "bytes", len(b))
-			return "", nil
+			n.cfg.Logger.Debug("pgnotify: awareness notice too large; dropped", "list", notice.ListRef, "bytes", size)
+			return nil, nil
 		}
-		return "", fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", len(b))
+		return nil, fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", size)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 // Listen calls fn for every notice of another process until ctx is done
@@ -321,14 +378,22 @@ func (n *Notifier) handle(payload string) {
 		return // our own
 	}
 	var w wire
-	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.K == 0 {
+	if err := json.Unmarshal([]byte(payload), &w); err != nil || (w.K == 0) == (len(w.B) == 0) {
 		n.cfg.Logger.Debug("pgnotify: undecodable notification ignored", "channel", n.cfg.Channel, "err", err)
 		return
 	}
-	if w.S == n.id || w.K == yaps.NoticeResync {
+	if w.S == n.id {
 		return
 	}
-	n.deliver(yaps.Notice{Kind: w.K, Sender: w.S, ListRef: w.R, Seq: w.Q, PermissionID: w.P, Payload: w.A})
+	if len(w.B) == 0 {
+		w.B = []wire{w}
+	}
+	for _, x := range w.B {
+		if x.K == 0 || x.K == yaps.NoticeResync {
+			continue
+		}
+		n.deliver(yaps.Notice{Kind: x.K, Sender: w.S, ListRef: x.R, Seq: x.Q, PermissionID: x.P, Payload: x.A})
+	}
 }
 
 // connect opens the listening connection and issues LISTEN.

@@ -3,6 +3,7 @@ package pgnotify_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +219,57 @@ func TestPublishBatch(t *testing.T) {
 	require.NoError(t, n1.PublishBatch(context.Background(), nil))
 	require.NoError(t, n1.Close())
 	require.ErrorIs(t, n1.PublishBatch(context.Background(), batch[:1]), pgnotify.ErrClosed)
+}
+
+// PublishBatch packs consecutive notices into payloads within Postgres's
+// limit: far fewer notifications than notices, every one of them under the
+// limit, and the listener gets every notice in order, identical ones once.
+func TestPublishBatchPacks(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	n1, n2 := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	in2 := listen(t, n2)
+	raw, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close(context.Background()) })
+	_, err = raw.Exec(ctx, "LISTEN "+pgx.Identifier{n1.Channel()}.Sanitize())
+	require.NoError(t, err)
+
+	var batch, want []yaps.Notice
+	for i := range 400 {
+		n := yaps.Notice{Kind: yaps.NoticeDoc, ListRef: fmt.Sprintf("list-%03d", i), Seq: int64(i + 1)}
+		switch i {
+		case 100: // the largest awareness update, alone in its payload or nearly
+			n = yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: "aw", Payload: bytes.Repeat([]byte{0x5a}, pgnotify.MaxAwarenessPayload)}
+		case 200:
+			n = yaps.Notice{Kind: yaps.NoticePermission, ListRef: "p", PermissionID: "perm-1"}
+		}
+		batch = append(batch, n)
+		n.Sender = n1.ID()
+		want = append(want, n)
+	}
+	batch = append(batch, batch[5], yaps.Notice{Kind: yaps.NoticeResync}) // a duplicate and a local one
+	require.NoError(t, n1.PublishBatch(ctx, batch))
+
+	for i, w := range want {
+		require.Equal(t, w, recv(t, in2), "notice %d", i)
+	}
+	quiet(t, in2)
+
+	count, total := 0, 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		note, err := raw.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		count++
+		total += len(note.Payload)
+		require.Less(t, len(note.Payload), 8000)
+	}
+	require.Positive(t, count)
+	require.LessOrEqual(t, count, total/7999+2, "payloads are filled up to the limit")
+	require.Less(t, count, len(want)/20, "%d notifications for %d notices", count, len(want))
 }
