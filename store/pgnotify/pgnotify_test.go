@@ -40,6 +40,15 @@ func listen(t *testing.T, n *pgnotify.Notifier) <-chan yaps.Notice {
 	return ch
 }
 
+// pair returns two Notifiers on one fresh schema, and what the second
+// hears, for tests that publish from one to the other.
+func pair(t *testing.T) (dsn string, pub, sub *pgnotify.Notifier, in <-chan yaps.Notice) {
+	t.Helper()
+	dsn = storetest.PostgresDSN(t)
+	pub, sub = open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	return dsn, pub, sub, listen(t, sub)
+}
+
 func recv(t *testing.T, ch <-chan yaps.Notice) yaps.Notice {
 	t.Helper()
 	select {
@@ -150,10 +159,8 @@ func TestReconnectAfterTermination(t *testing.T) {
 
 func TestOversizedPayloads(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
-	pub, sub := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
-	in := listen(t, sub)
+	_, pub, _, in := pair(t)
 	ref := strings.Repeat("R", 22)
 
 	largest := bytes.Repeat([]byte{0xa5}, pgnotify.MaxAwarenessPayload)
@@ -197,9 +204,7 @@ func TestClosed(t *testing.T) {
 // ones it could not send.
 func TestPublishBatch(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
-	n1, n2 := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
-	in2 := listen(t, n2)
+	_, n1, _, in2 := pair(t)
 	batch := []yaps.Notice{
 		{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7},
 		{Kind: yaps.NoticeResync},                                                                         // local only
@@ -226,10 +231,8 @@ func TestPublishBatch(t *testing.T) {
 // limit, and the listener gets every notice in order, identical ones once.
 func TestPublishBatchPacks(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
-	n1, n2 := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
-	in2 := listen(t, n2)
+	dsn, n1, _, in2 := pair(t)
 	raw, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = raw.Close(context.Background()) })
