@@ -281,7 +281,7 @@ func (n *Notifier) pack(items [][]byte) []string {
 			k++
 		}
 		if k == 1 {
-			payloads = append(payloads, n.own+","+string(items[0][1:]))
+			payloads = append(payloads, n.single(items[0]))
 		} else {
 			var b strings.Builder
 			b.Grow(size)
@@ -307,8 +307,12 @@ func (n *Notifier) encode(notice yaps.Notice) (string, error) {
 	if item == nil {
 		return "", err
 	}
-	return n.own + "," + string(item[1:]), nil
+	return n.single(item), nil
 }
+
+// single returns the single-notice payload of item (encodeItem's output):
+// the item with this Notifier's sender first.
+func (n *Notifier) single(item []byte) string { return n.own + "," + string(item[1:]) }
 
 // encodeItem returns notice as a JSON object without its sender, nil for a
 // notice that is not sent (local only, or an awareness update over the
@@ -359,15 +363,18 @@ func (n *Notifier) Listen(ctx context.Context, fn func(yaps.Notice)) error {
 	}
 }
 
-func (n *Notifier) deliver(notice yaps.Notice) {
+// deliver passes notices, in order, to every Listen call.
+func (n *Notifier) deliver(notices ...yaps.Notice) {
 	n.mu.Lock()
 	fns := make([]func(yaps.Notice), 0, len(n.subs))
 	for _, fn := range n.subs {
 		fns = append(fns, fn)
 	}
 	n.mu.Unlock()
-	for _, fn := range fns {
-		fn(notice)
+	for _, notice := range notices {
+		for _, fn := range fns {
+			fn(notice)
+		}
 	}
 }
 
@@ -388,12 +395,13 @@ func (n *Notifier) handle(payload string) {
 	if len(w.B) == 0 {
 		w.B = []wire{w}
 	}
+	notices := make([]yaps.Notice, 0, len(w.B))
 	for _, x := range w.B {
-		if x.K == 0 || x.K == yaps.NoticeResync {
-			continue
+		if x.K != 0 && x.K != yaps.NoticeResync {
+			notices = append(notices, yaps.Notice{Kind: x.K, Sender: w.S, ListRef: x.R, Seq: x.Q, PermissionID: x.P, Payload: x.A})
 		}
-		n.deliver(yaps.Notice{Kind: x.K, Sender: w.S, ListRef: x.R, Seq: x.Q, PermissionID: x.P, Payload: x.A})
 	}
+	n.deliver(notices...)
 }
 
 // connect opens the listening connection and issues LISTEN.
