@@ -123,3 +123,61 @@ func FuzzParseYap(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeObject: one valid object is read in one pass; anything else
+// gets the message of the decoder path, and unknown members are reported
+// whatever order members were consumed in.
+func TestDecodeObject(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		allowEmpty bool
+		err        string // substring of the error; "" for success
+		members    int
+	}{
+		{"object", `{"a":1,"b":"x"}`, false, "", 2},
+		{"surrounding space", " \n{\"a\":1}\t ", false, "", 1},
+		{"empty allowed", ``, true, "", 0},
+		{"null allowed", `null`, true, "", 0},
+		{"empty refused", ` `, false, "a JSON object body is required", 0},
+		{"array", `[1]`, false, "must be a JSON object", 0},
+		{"trailing object", `{"a":1}{"b":2}`, false, "unexpected data after the object", 0},
+		{"trailing garbage", `{"a":1} x`, false, "unexpected data after the object", 0},
+		{"syntax", `{"a":}`, false, "malformed JSON: invalid character '}' looking for beginning of value at offset 6", 0},
+		{"truncated", `{"a":1`, false, "malformed JSON: unexpected end of input", 0},
+		{"bad utf-8", "{\"a\":\"\xff\"}", false, "not valid UTF-8", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o, err := decodeObject([]byte(tc.body), tc.allowEmpty)
+			if tc.err != "" {
+				require.Error(t, err)
+				require.Equal(t, yaps.EINVALID, yaps.ErrorCode(err))
+				require.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, o.m, tc.members)
+		})
+	}
+}
+
+func TestObjectUnknownMembers(t *testing.T) {
+	t.Parallel()
+	o, err := decodeObject([]byte(`{"a":1,"b":null,"c":"x","a":2}`), false)
+	require.NoError(t, err)
+	require.JSONEq(t, `2`, string(o.m["a"]), "the last duplicate wins, as with the decoder")
+	v, ok := o.raw("a")
+	require.True(t, ok)
+	require.JSONEq(t, `2`, string(v))
+	_, _ = o.raw("a") // consumed twice, listed once
+	_, ok = o.raw("absent")
+	require.False(t, ok)
+	require.ErrorContains(t, o.unknown(), `unknown field(s): "b", "c"`)
+	o.ignore("c", "also-absent")
+	require.ErrorContains(t, o.unknown(), `unknown field(s): "b"`)
+	require.True(t, o.has("b"))
+	_, _ = o.raw("b")
+	require.NoError(t, o.unknown())
+	require.Equal(t, []string{"a", "c", "b"}, o.used, "only present members are recorded, once each")
+}

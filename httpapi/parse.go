@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,13 +50,13 @@ func bodyHash(b []byte) []byte {
 // nobody asked for are reported as unknown.
 type object struct {
 	m    map[string]json.RawMessage
-	used map[string]bool
+	used []string // members of m consumed so far (a handful: no map)
 }
 
 // decodeObject parses body as one JSON object. An empty body (or only
 // whitespace) yields an empty object when allowEmpty, else 400.
 func decodeObject(body []byte, allowEmpty bool) (*object, error) {
-	o := &object{m: map[string]json.RawMessage{}, used: map[string]bool{}}
+	o := &object{}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		if allowEmpty {
@@ -72,6 +73,12 @@ func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 		}
 		return nil, errInvalid("the request body must be a JSON object")
 	}
+	// The common case, one valid object, in one pass; anything else takes
+	// the decoder below, whose errors say what is wrong.
+	if json.Unmarshal(trimmed, &o.m) == nil {
+		return o, nil
+	}
+	o.m = nil
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&o.m); err != nil {
 		return nil, errInvalid("malformed JSON: %s", jsonErrText(err))
@@ -109,7 +116,7 @@ func (o *object) has(name string) bool {
 // ignore consumes members whose values are ignored (server-assigned).
 func (o *object) ignore(names ...string) {
 	for _, n := range names {
-		o.used[n] = true
+		o.use(n)
 	}
 }
 
@@ -117,7 +124,7 @@ func (o *object) ignore(names ...string) {
 func (o *object) unknown() error {
 	var extra []string
 	for k := range o.m {
-		if !o.used[k] {
+		if !slices.Contains(o.used, k) {
 			extra = append(extra, k)
 		}
 	}
@@ -135,9 +142,16 @@ func (o *object) unknown() error {
 }
 
 func (o *object) raw(name string) (json.RawMessage, bool) {
-	o.used[name] = true
+	o.use(name)
 	v, ok := o.m[name]
 	return v, ok
+}
+
+// use marks the member name consumed.
+func (o *object) use(name string) {
+	if _, ok := o.m[name]; ok && !slices.Contains(o.used, name) {
+		o.used = append(o.used, name)
+	}
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }

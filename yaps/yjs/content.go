@@ -41,6 +41,68 @@ type contentExt struct {
 	doc     *Doc
 }
 
+// sizeHint bounds the encoded size of c (write), for sizing encoder
+// buffers. It is exact or above for strings, binaries, types and values
+// of the JSON-like kinds; format and embed contents may exceed it.
+func (c *content) sizeHint() int {
+	const lenMax = 10 // a varuint length or count
+	switch c.kind {
+	case kindString:
+		return lenMax + len(c.str)
+	case kindAny, kindJSON:
+		n := lenMax
+		for i, v := range c.ext.vals {
+			if c.ext.raw != nil && c.ext.raw[i] != nil {
+				n += lenMax + len(c.ext.raw[i])
+			} else if c.kind == kindJSON {
+				n += lenMax + 2*anySizeHint(v) // JSON text, escapes included
+			} else {
+				n += anySizeHint(v)
+			}
+		}
+		return n
+	case kindBinary:
+		return lenMax + len(c.ext.bin)
+	case kindFormat, kindEmbed:
+		return 2*lenMax + len(c.ext.key) + len(c.ext.rawJSON) + 16
+	case kindType:
+		if c.ext != nil && c.ext.typ != nil {
+			return 1 + lenMax + len(c.ext.typ.nodeName)
+		}
+	}
+	return 1 + lenMax
+}
+
+// anySizeHint bounds the lib0 encoding of an Any value (writeAny).
+func anySizeHint(v any) int {
+	const lenMax = 10
+	switch x := v.(type) {
+	case string:
+		return 1 + lenMax + len(x)
+	case []byte:
+		return 1 + lenMax + len(x)
+	case []any:
+		n := 1 + lenMax
+		for _, e := range x {
+			n += anySizeHint(e)
+		}
+		return n
+	case []string:
+		n := 1 + lenMax
+		for _, e := range x {
+			n += 1 + lenMax + len(e)
+		}
+		return n
+	case map[string]any:
+		n := 1 + lenMax
+		for k, e := range x {
+			n += lenMax + len(k) + anySizeHint(e)
+		}
+		return n
+	}
+	return 1 + lenMax // numbers, booleans, null, undefined: a tag and at most 10 bytes
+}
+
 func (c *content) countable() bool { return c.kind != kindDeleted && c.kind != kindFormat }
 
 // splitUTF16 splits s at a UTF-16 offset. A split inside a surrogate pair

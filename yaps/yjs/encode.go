@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 )
 
@@ -103,16 +104,18 @@ func (d *Doc) writeClientRun(e *encoder, cs *clientStructs, clock int) {
 	}
 }
 
-// encodedSizeHint estimates the size of the full update so that encoding
-// fills a single buffer.
+// encodedSizeHint bounds the size of the full update so that encoding
+// fills a single buffer: growing it by doubling would allocate and copy
+// about twice the document's encoded size on every compaction.
 func (d *Doc) encodedSizeHint() int {
-	n := 64
+	n := 16
 	for _, cs := range d.store.order {
-		n += 16 + 24*cs.len()
+		n += 30
 		for _, ch := range cs.chunks {
 			for _, en := range ch {
-				if en.it.content.kind == kindString {
-					n += len(en.it.content.str)
+				n += itemSizeHint(en.it)
+				if en.it.deleted() {
+					n += 20 // at most one delete-set range per struct
 				}
 			}
 		}
@@ -120,12 +123,51 @@ func (d *Doc) encodedSizeHint() int {
 	return n
 }
 
+// varLen is the length of v as a lib0 varuint.
+func varLen(v uint64) int { return 1 + (bits.Len64(v|1)-1)/7 }
+
+// itemSizeHint bounds the encoded size of it (as writeStruct writes it at
+// any offset), exactly for everything but its content (content.sizeHint).
+func itemSizeHint(it *item) int {
+	n := 1 + 2*varLen(uint64(it.length))                              // info; a GC/skip length
+	n += varLen(it.id.client) + varLen(uint64(it.id.clock+it.length)) // an origin inside it (offset > 0)
+	n += varLen(it.origin.client) + varLen(uint64(it.origin.clock))
+	n += varLen(it.rightOrigin.client) + varLen(uint64(it.rightOrigin.clock))
+	if p := it.parent; p != nil {
+		n += 1 + varLen(uint64(len(p.name))) + len(p.name)
+		if p.item != nil {
+			n += varLen(p.item.id.client) + varLen(uint64(p.item.id.clock))
+		}
+	}
+	n += varLen(uint64(len(it.parentSub))) + len(it.parentSub)
+	return n + it.content.sizeHint()
+}
+
+// run is one client's structs from clock on.
+type run struct {
+	cs    *clientStructs
+	clock int
+}
+
+// runsSizeHint bounds the encoded size of runs (writeClientRun).
+func runsSizeHint(runs []run) int {
+	n := 10
+	for _, r := range runs {
+		n += 30
+		first := r.cs.findIndex(max(r.clock, r.cs.first().id.clock))
+		fc, fo := r.cs.locate(first)
+		for ci := fc; ci < len(r.cs.chunks); ci++ {
+			for _, en := range r.cs.chunks[ci][fo:] {
+				n += itemSizeHint(en.it)
+			}
+			fo = 0
+		}
+	}
+	return n
+}
+
 // writeTouchedStructs writes the structs a transaction added.
 func (d *Doc) writeTouchedStructs(e *encoder, tx *Transaction) {
-	type run struct {
-		cs    *clientStructs
-		clock int
-	}
 	var runs []run
 	for i, b := range tx.touched {
 		if tx.afterState[i].clock > b.clock {
@@ -133,6 +175,11 @@ func (d *Doc) writeTouchedStructs(e *encoder, tx *Transaction) {
 		}
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].cs.client > runs[j].cs.client })
+	if e.buf == nil {
+		// A transaction's few new structs: size the buffer once instead of
+		// growing it from nothing.
+		e.buf = make([]byte, 0, runsSizeHint(runs)+tx.deleteSet.sizeHint())
+	}
 	e.writeVarUint(uint64(len(runs)))
 	for _, r := range runs {
 		d.writeClientRun(e, r.cs, r.clock)

@@ -118,6 +118,15 @@ func (ds *deleteSet) sorted() []clientDels {
 	return out
 }
 
+// sizeHint bounds the encoded size of ds (write).
+func (ds *deleteSet) sizeHint() int {
+	n := 10
+	for _, cd := range ds.clients {
+		n += 20 + 20*len(cd.dels)
+	}
+	return n
+}
+
 func (ds *deleteSet) write(e *encoder) {
 	list := ds.sorted()
 	e.writeVarUint(uint64(len(list)))

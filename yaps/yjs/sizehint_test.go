@@ -1,0 +1,100 @@
+package yjs
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestEncodeSizeHints: the buffers a transaction's update and a full
+// state are encoded into are sized up front by bounds that hold for the
+// content yaps writes (maps of strings, numbers and arrays, texts,
+// deletions), so encoding never grows them.
+func TestEncodeSizeHints(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 8))
+	word := func() string {
+		return strings.Repeat(string(rune('a'+r.IntN(26))), r.IntN(40)) + "é😀"[:r.IntN(7)/3*3]
+	}
+	// Clients with large ids, as Yjs picks them (random 32 bits).
+	a := NewDoc(WithClientID(uint64(r.Uint32())))
+	b := NewDoc(WithClientID(uint64(r.Uint32())))
+	var updates int
+	check := func(d *Doc) {
+		d.OnUpdate(func(u []byte, _ any) { updates++ })
+	}
+	check(a)
+	for i := range 300 {
+		d := a
+		if i%3 == 0 {
+			d = b
+		}
+		var tx *Transaction
+		d.Transact(func(t *Transaction) {
+			tx = t
+			m := d.GetMap("yaps")
+			switch r.IntN(6) {
+			case 0: // a new yap: a nested map with a text
+				y := NewMap()
+				m.Set(word(), y)
+				y.Set("kind", "task")
+				y.Set("status", word())
+				y.Set("priority", r.IntN(1<<40))
+				y.Set("tags", []any{word(), word(), 3.25, true, nil, map[string]any{"k": word()}})
+				y.Set("names", []string{word(), word()})
+				txt := NewText("")
+				y.Set("content", txt)
+				txt.Insert(0, word()+word(), nil)
+			case 1:
+				m.Set(word(), []byte(word()))
+			case 2:
+				for _, k := range m.Keys() {
+					if r.IntN(4) == 0 {
+						m.Delete(k)
+					}
+				}
+			case 3:
+				txt := d.GetText("t")
+				txt.Insert(r.IntN(txt.Len()+1), word(), nil)
+			case 4:
+				txt := d.GetText("t")
+				if n := txt.Len(); n > 2 {
+					at := r.IntN(n - 1)
+					txt.Delete(at, min(n-at, 1+r.IntN(5)))
+				}
+			default:
+				d.GetArray("arr").Insert(0, []any{word(), int64(r.Int()), map[string]any{"x": []any{word()}}})
+			}
+		}, nil)
+		if !tx.HasChanges() {
+			continue
+		}
+		tx.deleteSet.sortAndMerge()
+		var e encoder
+		d.writeTouchedStructs(&e, tx)
+		hinted := cap(e.buf)
+		tx.deleteSet.write(&e)
+		require.LessOrEqual(t, len(e.buf), hinted, "transaction %d: update outgrew its hint", i)
+		require.Equal(t, hinted, cap(e.buf), "transaction %d: the buffer was reallocated", i)
+		if i%50 == 49 { // exchange, so each doc also holds the other's structs
+			u, err := a.EncodeStateAsUpdate(b.EncodeStateVector())
+			require.NoError(t, err)
+			require.NoError(t, b.ApplyUpdate(u, nil))
+			u, err = b.EncodeStateAsUpdate(a.EncodeStateVector())
+			require.NoError(t, err)
+			require.NoError(t, a.ApplyUpdate(u, nil))
+		}
+	}
+	require.Positive(t, updates)
+	for _, d := range []*Doc{a, b} {
+		full, err := d.EncodeStateAsUpdate(nil)
+		require.NoError(t, err)
+		hint := d.encodedSizeHint()
+		require.LessOrEqual(t, len(full), hint, "full state outgrew its hint")
+		require.Equal(t, hint, cap(full), "the full state's buffer was reallocated")
+		// The bound is not wasteful either: within 3× of the real size.
+		require.Less(t, hint, 3*len(full))
+	}
+}
