@@ -90,18 +90,11 @@ func (d *Doc) writeClientsStructs(e *encoder, sv map[uint64]int) {
 
 // writeClientRun writes one client's structs from clock on.
 func (d *Doc) writeClientRun(e *encoder, cs *clientStructs, clock int) {
-	clock = max(clock, cs.first().id.clock)
-	first := cs.findIndex(clock)
+	clock, first := cs.run(clock)
 	e.writeVarUint(uint64(cs.len() - first))
 	e.writeVarUint(cs.client)
 	e.writeVarUint(uint64(clock))
-	fc, fo := cs.locate(first)
-	for ci := fc; ci < len(cs.chunks); ci++ {
-		for _, en := range cs.chunks[ci][fo:] {
-			writeItem(e, en.it, max(clock-en.clock, 0))
-		}
-		fo = 0
-	}
+	cs.each(first, func(en entry) { writeItem(e, en.it, max(clock-en.clock, 0)) })
 }
 
 // encodedSizeHint bounds the size of the full update so that encoding
@@ -154,14 +147,8 @@ func runsSizeHint(runs []run) int {
 	n := 10
 	for _, r := range runs {
 		n += 30
-		first := r.cs.findIndex(max(r.clock, r.cs.first().id.clock))
-		fc, fo := r.cs.locate(first)
-		for ci := fc; ci < len(r.cs.chunks); ci++ {
-			for _, en := range r.cs.chunks[ci][fo:] {
-				n += itemSizeHint(en.it)
-			}
-			fo = 0
-		}
+		_, first := r.cs.run(r.clock)
+		r.cs.each(first, func(en entry) { n += itemSizeHint(en.it) })
 	}
 	return n
 }

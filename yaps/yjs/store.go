@@ -113,6 +113,24 @@ func (cs *clientStructs) locate(i int) (int, int) {
 	return c, i - cs.starts[c]
 }
 
+// run returns where cs's structs from clock on (all of them for an
+// earlier clock) start: the clock, and the index of the struct holding it.
+func (cs *clientStructs) run(clock int) (start, first int) {
+	start = max(clock, cs.first().id.clock)
+	return start, cs.findIndex(start)
+}
+
+// each calls fn with cs's structs from index first on, in order.
+func (cs *clientStructs) each(first int, fn func(entry)) {
+	c, o := cs.locate(first)
+	for ; c < len(cs.chunks); c++ {
+		for _, en := range cs.chunks[c][o:] {
+			fn(en)
+		}
+		o = 0
+	}
+}
+
 func (cs *clientStructs) at(i int) *item {
 	c, o := cs.locate(i)
 	return cs.chunks[c][o].it
