@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,19 +60,32 @@ func TestSQLiteWALStartsOverUnderSteadyWrites(t *testing.T) {
 	}
 	writeOne()
 
+	// Only a checkpoint whose first pass ends after armed is set counts:
+	// one kicked by the writes above may already be under way.
+	var armed, wrote atomic.Bool
 	var once sync.Once
 	done := make(chan struct{})
 	bunstore.SetCheckpointHooks(t, s, func() {
+		if !armed.Load() {
+			return
+		}
 		// A write lands between the passes, as one always does under
 		// steady load.
-		once.Do(func() { require.NoError(t, write(ctx, s, ref, -1, update)) })
+		once.Do(func() {
+			require.NoError(t, write(ctx, s, ref, -1, update))
+			wrote.Store(true)
+		})
 	}, func() {
+		if !wrote.Load() {
+			return
+		}
 		select {
 		case <-done:
 		default:
 			close(done)
 		}
 	})
+	armed.Store(true)
 	writeOne() // kicks the checkpointer
 	select {
 	case <-done:
