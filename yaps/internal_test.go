@@ -203,8 +203,12 @@ func TestCompactDue(t *testing.T) {
 		{"new list", 201, 4000, 0, true},
 		{"small next to the state", 201, 9999, 10000, false},
 		{"the state's size", 201, 10000, 10000, true},
-		{"large state, many small updates", 3200, 100, 1 << 30, false},
-		{"past 16x CompactAfter", 3201, 100, 1 << 30, true},
+		{"tiny state, many small updates", 3200, 10, 63, false},
+		{"past 16x CompactAfter", 3201, 10, 63, true},
+		{"small state, many small updates", 3300, 100, 6400, false},
+		{"past 16x CompactAfter and 100 more", 3301, 100, 6400, true},
+		{"large state, many small updates", 3200 + 1<<24, 100, 1 << 30, false},
+		{"past 16x CompactAfter and one per 64 bytes of state", 3201 + 1<<24, 100, 1 << 30, true},
 	} {
 		e := &docEntry{sinceState: c.since, sinceBytes: c.sinceBytes, stateBytes: c.stateBytes}
 		require.Equal(t, c.want, s.compactDue(e), c.name)

@@ -35,7 +35,9 @@ type Config struct {
 	// updates were logged since the last compaction and they add up to at
 	// least the state's size (so large documents are not rewritten for
 	// every few hundred small edits), or once more than 16×CompactAfter
-	// were logged (which bounds the updates a load replays). Default: 200.
+	// plus one per 64 bytes of state were logged (which bounds the updates
+	// a load replays to about half the cost of decoding the state).
+	// Default: 200.
 	CompactAfter int
 	// Logger receives operational logs; it never sees codes or keys.
 	// Default: slog.Default().

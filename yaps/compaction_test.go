@@ -1,0 +1,61 @@
+package yaps_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/store/memstore"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// compactCounter is a store that counts what compaction writes.
+type compactCounter struct {
+	yaps.Store
+	compactions, stateBytes atomic.Int64
+}
+
+func (c *compactCounter) CompactDoc(ctx context.Context, ref string, seq int64, state []byte) error {
+	c.compactions.Add(1)
+	c.stateBytes.Add(int64(len(state)))
+	return c.Store.CompactDoc(ctx, ref, seq, state)
+}
+
+// TestCompactionOfAGrowingList writes 20,000 yaps to one list and checks
+// that compaction wrote a few times the final state, not a multiple that
+// grows with the list: with a fixed bound on the log's length (3,200
+// updates) a list this long was compacted every 3,200 writes, each time
+// rewriting its whole state.
+func TestCompactionOfAGrowingList(t *testing.T) {
+	t.Parallel()
+	st := &compactCounter{Store: memstore.New()}
+	e := newEnvOn(t, st)
+	owner := e.list()
+	const n = 20000
+	for i := range n {
+		_, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task(fmt.Sprintf("task %d", i)), "", nil)
+		require.NoError(t, err)
+	}
+	// Compact once more, in the foreground, for the whole state to compare
+	// with. That last state (written now or by a background compaction
+	// that covered every update) is not counted.
+	require.NoError(t, e.svc.CompactNow(e.ctx, owner.List.Ref))
+	require.NoError(t, e.svc.Close()) // waits for background compactions
+	l, err := st.Doc(e.ctx, owner.List.Ref, 0)
+	require.NoError(t, err)
+	require.Empty(t, l.Updates)
+	whole := len(l.State)
+	require.Positive(t, whole)
+	before, beforeBytes := st.compactions.Load()-1, st.stateBytes.Load()-int64(whole)
+	ratio := float64(beforeBytes) / float64(whole)
+	t.Logf("%d yaps: %d compactions wrote %d bytes of state, %.2f× the whole state (%d bytes)",
+		n, before, beforeBytes, ratio, whole)
+	// Each compaction waits for a log as large as the state, so the
+	// states it writes grow geometrically and add up to less than twice
+	// the last one (with a fixed bound of 3,200 updates: 3.45×, growing
+	// with the list).
+	require.Less(t, ratio, 2.5)
+}
