@@ -40,27 +40,6 @@ func TestPreparedGroupCommit(t *testing.T) {
 			{Audit: &yaps.AuditEntry{ListRef: row.Ref, At: now, PermissionID: perm, Role: yaps.RoleOwner, Action: "yap.create", YapID: yap}},
 		}}
 	}
-	type result struct {
-		applied bool
-		err     error
-	}
-	// runBatch runs ws concurrently, held back until all are queued.
-	runBatch := func(ws []*yaps.PreparedWrite) []result {
-		wait, release := bunstore.GatePrepared(t, s)
-		out := make([]result, len(ws))
-		var wg sync.WaitGroup
-		for i, w := range ws {
-			wg.Go(func() {
-				applied, err := s.WritePrepared(ctx, w)
-				out[i] = result{applied, err}
-			})
-		}
-		wait(len(ws))
-		release()
-		wg.Wait()
-		return out
-	}
-
 	// Round 1: four good writes, one stale (list4 expects an older row)
 	// and one permission that is not list5's: one pipeline.
 	stale := rows[4].Clone()
@@ -70,11 +49,11 @@ func TestPreparedGroupCommit(t *testing.T) {
 		write(stale, "perm4", "a"), write(rows[5], "perm0", "a"),
 	}
 	before := bunstore.PreparedPipelines(s)
-	got := runBatch(ws)
+	applied, errs := gatedBatch(t, s, ws)
 	require.Equal(t, before+1, bunstore.PreparedPipelines(s), "one pipeline for the whole batch")
-	for i, r := range got {
-		require.NoError(t, r.err, i)
-		require.Equal(t, i < 4, r.applied, i)
+	for i := range ws {
+		require.NoError(t, errs[i], i)
+		require.Equal(t, i < 4, applied[i], i)
 	}
 	for i := range 6 {
 		l, err := s.List(ctx, rows[i].Ref)
@@ -106,17 +85,17 @@ func TestPreparedGroupCommit(t *testing.T) {
 		write(rows[0], "perm0", "b"), write(rows[1], "perm1", "b"), write(rows[2], "perm2", "b"), write(rows[0], "perm0", "c"),
 	}
 	before = bunstore.PreparedPipelines(s)
-	got = runBatch(ws)
-	require.NoError(t, got[0].err)
-	require.Error(t, got[1].err)
-	require.NoError(t, got[2].err)
-	require.True(t, got[2].applied)
-	require.NoError(t, got[3].err)
+	applied, errs = gatedBatch(t, s, ws)
+	require.NoError(t, errs[0])
+	require.Error(t, errs[1])
+	require.NoError(t, errs[2])
+	require.True(t, applied[2])
+	require.NoError(t, errs[3])
 	// Whichever of list0's writes queued first applied; the other was
 	// stale in the next batch.
-	require.NotEqual(t, got[0].applied, got[3].applied)
+	require.NotEqual(t, applied[0], applied[3])
 	lost := "c"
-	if got[3].applied {
+	if applied[3] {
 		lost = "b"
 	}
 	require.Equal(t, before+1+3+1, bunstore.PreparedPipelines(s), "batch, three retries, then list0's other write")

@@ -41,11 +41,13 @@ type contentExt struct {
 	doc     *Doc
 }
 
+// lenMax bounds a lib0 varuint (a length or a count) in bytes.
+const lenMax = 10
+
 // sizeHint bounds the encoded size of c (write), for sizing encoder
 // buffers. It is exact or above for strings, binaries, types and values
 // of the JSON-like kinds; format and embed contents may exceed it.
 func (c *content) sizeHint() int {
-	const lenMax = 10 // a varuint length or count
 	switch c.kind {
 	case kindString:
 		return lenMax + len(c.str)
@@ -75,7 +77,6 @@ func (c *content) sizeHint() int {
 
 // anySizeHint bounds the lib0 encoding of an Any value (writeAny).
 func anySizeHint(v any) int {
-	const lenMax = 10
 	switch x := v.(type) {
 	case string:
 		return 1 + lenMax + len(x)

@@ -104,14 +104,12 @@ func (d *Doc) encodedSizeHint() int {
 	n := 16
 	for _, cs := range d.store.order {
 		n += 30
-		for _, ch := range cs.chunks {
-			for _, en := range ch {
-				n += itemSizeHint(en.it)
-				if en.it.deleted() {
-					n += 20 // at most one delete-set range per struct
-				}
+		cs.each(0, func(en entry) {
+			n += itemSizeHint(en.it)
+			if en.it.deleted() {
+				n += 20 // at most one delete-set range per struct
 			}
-		}
+		})
 	}
 	return n
 }
