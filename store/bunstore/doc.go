@@ -26,6 +26,9 @@
 //     Sync, one implicit transaction (prepared.go, prepgroup.go). With a
 //     *bun.DB on another driver than pgx's, the store declines them and
 //     every write takes Update.
+//   - A SQLite file's WAL frames are written with one pwrite each instead
+//     of SQLite's two (walframes.go). This wraps the unix VFS's system
+//     calls, which affects every modernc SQLite database in the process.
 //   - Hot queries are plain database/sql calls with placeholders rather
 //     than Bun's query builder, which formats arguments into the SQL text
 //     and so defeats pgx's per-connection prepared statement cache.

@@ -67,8 +67,9 @@ var _ yaps.Store = (*Store)(nil)
 // process crash; an OS crash may lose the last transactions), a busy
 // timeout, foreign keys on, and write transactions that take the write lock
 // up front (BEGIN IMMEDIATE) so concurrent writers queue instead of failing
-// with SQLITE_BUSY. Query parameters of a postgres DSN are passed to pgx,
-// so e.g. search_path=myschema works.
+// with SQLITE_BUSY. Opening a SQLite file also makes SQLite write each WAL
+// frame with one pwrite, process-wide (see walframes.go). Query parameters
+// of a postgres DSN are passed to pgx, so e.g. search_path=myschema works.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	var (
 		sqldb *sql.DB
@@ -157,6 +158,9 @@ func redact(dsn string) string {
 
 func openSQLite(path string) (*sql.DB, error) {
 	memory := path == ":memory:"
+	if !memory {
+		installWALFrameWrites()
+	}
 	params := url.Values{}
 	// cache_size is per connection (16 MiB instead of 2): the working set
 	// of a busy server is the lists' hot pages.

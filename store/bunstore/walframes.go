@@ -1,0 +1,287 @@
+//go:build linux && (amd64 || arm64)
+
+package bunstore
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// One pwrite per WAL frame. SQLite writes each frame of a commit with two
+// pwrite calls: the 24-byte frame header, then the page at the very next
+// offset. On a busy server that is two syscalls per page of every commit,
+// and the commit is the part of a write that no other write can overlap
+// (group.go): it was a tenth of the server's CPU in the create-yap
+// benchmark, nearly all of it syscall entry and exit rather than copying.
+//
+// So the unix VFS's pwrite (replaceable through SQLite's system call table,
+// sqlite3_vfs.xSetSystemCall) is wrapped: a 24-byte write at an offset where
+// a frame header can start is held in memory and reported written, and the
+// write that follows on the same descriptor, the page at the next offset,
+// goes out together with it in one pwrite. Nothing else is delayed or
+// reordered:
+//   - SQLite publishes a frame (the WAL index header) only after its page
+//     write returned, so no reader, in this process or another, can look
+//     for a header that is still held;
+//   - any other call on the descriptor through the table (a write
+//     elsewhere, read, pread, fstat, ftruncate, close) first writes the
+//     held header on its own, so every later operation sees the file as
+//     SQLite wrote it;
+//   - a failed page write fails the frame, as it would have anyway.
+//
+// The table is process-wide: every database that modernc's SQLite opens in
+// this process, the host application's too, writes its frames this way
+// once a SQLite store was opened. The bytes on disk and the order in which
+// they become visible are the same. 32-bit platforms (where the table's
+// size_t differs) and other systems keep SQLite's own writes.
+
+// The system calls as modernc's translation of the unix VFS calls them.
+type (
+	pwriteCall    = func(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64
+	readCall      = func(tls *libc.TLS, fd int32, buf uintptr, n uint64) int64
+	fstatCall     = func(tls *libc.TLS, fd int32, st uintptr) int32
+	ftruncateCall = func(tls *libc.TLS, fd int32, size int64) int32
+	closeCall     = func(tls *libc.TLS, fd int32) int32
+)
+
+const (
+	walHeaderSize      = 32 // the WAL file's own header
+	walFrameHeaderSize = 24 // each frame's header, before its page
+	maxPageSize        = 65536
+)
+
+var walFrames struct {
+	once sync.Once
+
+	orig struct {
+		pwrite, pread pwriteCall
+		read          readCall
+		fstat         fstatCall
+		ftruncate     ftruncateCall
+		close         closeCall
+	}
+
+	holding atomic.Int32 // descriptors with a held header: the fast path skips mu
+	merged  atomic.Int64 // frames written with one pwrite (tests)
+
+	mu  sync.Mutex
+	fds map[int32]*heldFrame
+}
+
+// heldFrame is the frame being written on one descriptor: its header,
+// held, and the buffer header and page are sent from (C memory, so that
+// SQLite's own pwrite can take it).
+type heldFrame struct {
+	held bool
+	off  int64
+	buf  uintptr // walFrameHeaderSize + maxPageSize bytes
+}
+
+// installWALFrameWrites wraps the unix VFS's system calls as described
+// above, once per process.
+func installWALFrameWrites() {
+	walFrames.once.Do(func() {
+		tls := libc.NewTLS()
+		defer tls.Close()
+		vfs := sqlite3.Xsqlite3_vfs_find(tls, 0)
+		if vfs == 0 {
+			return
+		}
+		v := (*sqlite3.Tsqlite3_vfs)(*(*unsafe.Pointer)(unsafe.Pointer(&vfs)))
+		get := *(*func(*libc.TLS, uintptr, uintptr) uintptr)(unsafe.Pointer(&v.FxGetSystemCall))
+		set := *(*func(*libc.TLS, uintptr, uintptr, uintptr) int32)(unsafe.Pointer(&v.FxSetSystemCall))
+
+		calls := []struct {
+			name string
+			orig any // *call, filled from the table
+			wrap any // call
+		}{
+			{"pwrite", &walFrames.orig.pwrite, pwriteCall(framePwrite)},
+			{"pread", &walFrames.orig.pread, pwriteCall(framePread)},
+			{"read", &walFrames.orig.read, readCall(frameRead)},
+			{"fstat", &walFrames.orig.fstat, fstatCall(frameFstat)},
+			{"ftruncate", &walFrames.orig.ftruncate, ftruncateCall(frameFtruncate)},
+			{"close", &walFrames.orig.close, closeCall(frameClose)},
+		}
+		names := make([]uintptr, len(calls))
+		defer func() {
+			for _, n := range names {
+				libc.Xfree(tls, n)
+			}
+		}()
+		for i, c := range calls {
+			n, err := libc.CString(c.name)
+			if err != nil {
+				return
+			}
+			names[i] = n
+			p := get(tls, vfs, n)
+			if p == 0 {
+				return // not the unix VFS: leave every call alone
+			}
+			// A function pointer of modernc's C is a Go func value.
+			switch o := c.orig.(type) {
+			case *pwriteCall:
+				*o = *(*pwriteCall)(unsafe.Pointer(&p))
+			case *readCall:
+				*o = *(*readCall)(unsafe.Pointer(&p))
+			case *fstatCall:
+				*o = *(*fstatCall)(unsafe.Pointer(&p))
+			case *ftruncateCall:
+				*o = *(*ftruncateCall)(unsafe.Pointer(&p))
+			case *closeCall:
+				*o = *(*closeCall)(unsafe.Pointer(&p))
+			}
+		}
+		walFrames.fds = map[int32]*heldFrame{}
+		for i, c := range calls {
+			set(tls, vfs, names[i], funcPointer(c.wrap))
+		}
+	})
+}
+
+// funcPointer is f as a C function pointer of modernc's translation: the
+// func value's word.
+func funcPointer(f any) uintptr { return (*[2]uintptr)(unsafe.Pointer(&f))[1] }
+
+// frameHeaderAt reports whether off is where a WAL frame header starts for
+// one of the page sizes SQLite allows.
+func frameHeaderAt(off int64) bool {
+	if off < walHeaderSize {
+		return false
+	}
+	for ps := int64(512); ps <= maxPageSize; ps *= 2 {
+		if (off-walHeaderSize)%(walFrameHeaderSize+ps) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// takeHeld returns fd's state and whether a header is held on it, which
+// from now on is the caller's to write.
+func takeHeld(fd int32) (*heldFrame, bool) {
+	if walFrames.holding.Load() == 0 {
+		return nil, false
+	}
+	walFrames.mu.Lock()
+	defer walFrames.mu.Unlock()
+	f := walFrames.fds[fd]
+	if f == nil || !f.held {
+		return f, false
+	}
+	f.held = false
+	walFrames.holding.Add(-1)
+	return f, true
+}
+
+// flushHeld writes fd's held header on its own, if there is one. It
+// reports false, with errno set, when that write failed.
+func flushHeld(tls *libc.TLS, fd int32) bool {
+	f, held := takeHeld(fd)
+	if !held {
+		return true
+	}
+	return writeAll(tls, fd, f.buf, walFrameHeaderSize, f.off)
+}
+
+func writeAll(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) bool {
+	for done := uint64(0); done < n; {
+		r := walFrames.orig.pwrite(tls, fd, buf+uintptr(done), n-done, off+int64(done))
+		if r <= 0 {
+			return false
+		}
+		done += uint64(r)
+	}
+	return true
+}
+
+func framePwrite(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64 {
+	f, held := takeHeld(fd)
+	if held {
+		if off == f.off+walFrameHeaderSize && n <= maxPageSize {
+			libc.Xmemcpy(tls, f.buf+walFrameHeaderSize, buf, n)
+			if !writeAll(tls, fd, f.buf, walFrameHeaderSize+n, f.off) {
+				return -1
+			}
+			walFrames.merged.Add(1)
+			return int64(n)
+		}
+		// Not the frame's page: the header goes out alone first.
+		if !writeAll(tls, fd, f.buf, walFrameHeaderSize, f.off) {
+			return -1
+		}
+	}
+	if n != walFrameHeaderSize || !frameHeaderAt(off) {
+		return walFrames.orig.pwrite(tls, fd, buf, n, off)
+	}
+	if f == nil {
+		walFrames.mu.Lock()
+		f = walFrames.fds[fd]
+		walFrames.mu.Unlock()
+	}
+	if f == nil {
+		b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize)
+		if b == 0 {
+			return walFrames.orig.pwrite(tls, fd, buf, n, off)
+		}
+		f = &heldFrame{buf: b}
+	}
+	libc.Xmemcpy(tls, f.buf, buf, walFrameHeaderSize)
+	walFrames.mu.Lock()
+	walFrames.fds[fd] = f
+	f.held, f.off = true, off
+	walFrames.holding.Add(1)
+	walFrames.mu.Unlock()
+	return walFrameHeaderSize
+}
+
+func framePread(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64 {
+	if !flushHeld(tls, fd) {
+		return -1
+	}
+	return walFrames.orig.pread(tls, fd, buf, n, off)
+}
+
+func frameRead(tls *libc.TLS, fd int32, buf uintptr, n uint64) int64 {
+	if !flushHeld(tls, fd) {
+		return -1
+	}
+	return walFrames.orig.read(tls, fd, buf, n)
+}
+
+func frameFstat(tls *libc.TLS, fd int32, st uintptr) int32 {
+	if !flushHeld(tls, fd) {
+		return -1
+	}
+	return walFrames.orig.fstat(tls, fd, st)
+}
+
+func frameFtruncate(tls *libc.TLS, fd int32, size int64) int32 {
+	if !flushHeld(tls, fd) {
+		return -1
+	}
+	return walFrames.orig.ftruncate(tls, fd, size)
+}
+
+// frameClose writes a held header and forgets the descriptor, whose
+// number the system may give to another file.
+func frameClose(tls *libc.TLS, fd int32) int32 {
+	ok := flushHeld(tls, fd)
+	walFrames.mu.Lock()
+	f := walFrames.fds[fd]
+	delete(walFrames.fds, fd)
+	walFrames.mu.Unlock()
+	if f != nil {
+		libc.Xfree(tls, f.buf)
+	}
+	r := walFrames.orig.close(tls, fd)
+	if !ok {
+		return -1
+	}
+	return r
+}
