@@ -39,9 +39,10 @@ import (
 // they become visible are the same. 32-bit platforms (where the table's
 // size_t differs) and other systems keep SQLite's own writes.
 
-// The system calls as modernc's translation of the unix VFS calls them.
+// The system calls as modernc's translation of the unix VFS calls them
+// (pioCall: pread and pwrite).
 type (
-	pwriteCall    = func(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64
+	pioCall       = func(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64
 	readCall      = func(tls *libc.TLS, fd int32, buf uintptr, n uint64) int64
 	fstatCall     = func(tls *libc.TLS, fd int32, st uintptr) int32
 	ftruncateCall = func(tls *libc.TLS, fd int32, size int64) int32
@@ -58,7 +59,7 @@ var walFrames struct {
 	once sync.Once
 
 	orig struct {
-		pwrite, pread pwriteCall
+		pwrite, pread pioCall
 		read          readCall
 		fstat         fstatCall
 		ftruncate     ftruncateCall
@@ -97,45 +98,35 @@ func installWALFrameWrites() {
 
 		calls := []struct {
 			name string
-			orig any // *call, filled from the table
-			wrap any // call
+			wrap any             // the wrapper, of one of the call types above
+			keep func(p uintptr) // stores the original
 		}{
-			{"pwrite", &walFrames.orig.pwrite, pwriteCall(framePwrite)},
-			{"pread", &walFrames.orig.pread, pwriteCall(framePread)},
-			{"read", &walFrames.orig.read, readCall(frameRead)},
-			{"fstat", &walFrames.orig.fstat, fstatCall(frameFstat)},
-			{"ftruncate", &walFrames.orig.ftruncate, ftruncateCall(frameFtruncate)},
-			{"close", &walFrames.orig.close, closeCall(frameClose)},
+			{"pwrite", pioCall(framePwrite), func(p uintptr) { walFrames.orig.pwrite = asCall[pioCall](p) }},
+			{"pread", pioCall(framePread), func(p uintptr) { walFrames.orig.pread = asCall[pioCall](p) }},
+			{"read", readCall(frameRead), func(p uintptr) { walFrames.orig.read = asCall[readCall](p) }},
+			{"fstat", fstatCall(frameFstat), func(p uintptr) { walFrames.orig.fstat = asCall[fstatCall](p) }},
+			{"ftruncate", ftruncateCall(frameFtruncate), func(p uintptr) { walFrames.orig.ftruncate = asCall[ftruncateCall](p) }},
+			{"close", closeCall(frameClose), func(p uintptr) { walFrames.orig.close = asCall[closeCall](p) }},
 		}
-		names := make([]uintptr, len(calls))
+		names := make([]uintptr, 0, len(calls))
 		defer func() {
 			for _, n := range names {
 				libc.Xfree(tls, n)
 			}
 		}()
+		origs := make([]uintptr, len(calls))
 		for i, c := range calls {
 			n, err := libc.CString(c.name)
 			if err != nil {
 				return
 			}
-			names[i] = n
-			p := get(tls, vfs, n)
-			if p == 0 {
+			names = append(names, n)
+			if origs[i] = get(tls, vfs, n); origs[i] == 0 {
 				return // not the unix VFS: leave every call alone
 			}
-			// A function pointer of modernc's C is a Go func value.
-			switch o := c.orig.(type) {
-			case *pwriteCall:
-				*o = *(*pwriteCall)(unsafe.Pointer(&p))
-			case *readCall:
-				*o = *(*readCall)(unsafe.Pointer(&p))
-			case *fstatCall:
-				*o = *(*fstatCall)(unsafe.Pointer(&p))
-			case *ftruncateCall:
-				*o = *(*ftruncateCall)(unsafe.Pointer(&p))
-			case *closeCall:
-				*o = *(*closeCall)(unsafe.Pointer(&p))
-			}
+		}
+		for i, c := range calls {
+			c.keep(origs[i])
 		}
 		walFrames.fds = map[int32]*heldFrame{}
 		for i, c := range calls {
@@ -144,8 +135,11 @@ func installWALFrameWrites() {
 	})
 }
 
-// funcPointer is f as a C function pointer of modernc's translation: the
-// func value's word.
+// asCall is the C function pointer p as a Go func: in modernc's C a
+// function pointer is a func value's word.
+func asCall[F any](p uintptr) F { return *(*F)(unsafe.Pointer(&p)) }
+
+// funcPointer is f as a C function pointer (asCall's inverse).
 func funcPointer(f any) uintptr { return (*[2]uintptr)(unsafe.Pointer(&f))[1] }
 
 // frameHeaderAt reports whether off is where a WAL frame header starts for
@@ -162,28 +156,48 @@ func frameHeaderAt(off int64) bool {
 	return false
 }
 
-// takeHeld returns fd's state and whether a header is held on it, which
-// from now on is the caller's to write.
-func takeHeld(fd int32) (*heldFrame, bool) {
+// takeHeld returns fd's held header, nil if none is held; from now on it
+// is the caller's to write.
+func takeHeld(fd int32) *heldFrame {
 	if walFrames.holding.Load() == 0 {
-		return nil, false
+		return nil
 	}
 	walFrames.mu.Lock()
 	defer walFrames.mu.Unlock()
 	f := walFrames.fds[fd]
 	if f == nil || !f.held {
-		return f, false
+		return nil
 	}
 	f.held = false
 	walFrames.holding.Add(-1)
-	return f, true
+	return f
+}
+
+// hold keeps the frame header at buf, to be written at off on fd with the
+// page that follows. It reports false when there is no memory for it.
+func hold(tls *libc.TLS, fd int32, buf uintptr, off int64) bool {
+	walFrames.mu.Lock()
+	defer walFrames.mu.Unlock()
+	f := walFrames.fds[fd]
+	if f == nil {
+		b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize)
+		if b == 0 {
+			return false
+		}
+		f = &heldFrame{buf: b}
+		walFrames.fds[fd] = f
+	}
+	libc.Xmemcpy(tls, f.buf, buf, walFrameHeaderSize)
+	f.held, f.off = true, off
+	walFrames.holding.Add(1)
+	return true
 }
 
 // flushHeld writes fd's held header on its own, if there is one. It
 // reports false, with errno set, when that write failed.
 func flushHeld(tls *libc.TLS, fd int32) bool {
-	f, held := takeHeld(fd)
-	if !held {
+	f := takeHeld(fd)
+	if f == nil {
 		return true
 	}
 	return writeAll(tls, fd, f.buf, walFrameHeaderSize, f.off)
@@ -201,8 +215,7 @@ func writeAll(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) bool {
 }
 
 func framePwrite(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64 {
-	f, held := takeHeld(fd)
-	if held {
+	if f := takeHeld(fd); f != nil {
 		if off == f.off+walFrameHeaderSize && n <= maxPageSize {
 			libc.Xmemcpy(tls, f.buf+walFrameHeaderSize, buf, n)
 			if !writeAll(tls, fd, f.buf, walFrameHeaderSize+n, f.off) {
@@ -216,28 +229,10 @@ func framePwrite(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int6
 			return -1
 		}
 	}
-	if n != walFrameHeaderSize || !frameHeaderAt(off) {
-		return walFrames.orig.pwrite(tls, fd, buf, n, off)
+	if n == walFrameHeaderSize && frameHeaderAt(off) && hold(tls, fd, buf, off) {
+		return walFrameHeaderSize
 	}
-	if f == nil {
-		walFrames.mu.Lock()
-		f = walFrames.fds[fd]
-		walFrames.mu.Unlock()
-	}
-	if f == nil {
-		b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize)
-		if b == 0 {
-			return walFrames.orig.pwrite(tls, fd, buf, n, off)
-		}
-		f = &heldFrame{buf: b}
-	}
-	libc.Xmemcpy(tls, f.buf, buf, walFrameHeaderSize)
-	walFrames.mu.Lock()
-	walFrames.fds[fd] = f
-	f.held, f.off = true, off
-	walFrames.holding.Add(1)
-	walFrames.mu.Unlock()
-	return walFrameHeaderSize
+	return walFrames.orig.pwrite(tls, fd, buf, n, off)
 }
 
 func framePread(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64 {

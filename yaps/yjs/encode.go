@@ -103,11 +103,11 @@ func (d *Doc) writeClientRun(e *encoder, cs *clientStructs, clock int) {
 func (d *Doc) encodedSizeHint() int {
 	n := 16
 	for _, cs := range d.store.order {
-		n += 30
+		n += 3 * lenMax // the run's struct count, client and clock
 		cs.each(0, func(en entry) {
 			n += itemSizeHint(en.it)
 			if en.it.deleted() {
-				n += 20 // at most one delete-set range per struct
+				n += 2 * lenMax // at most one delete-set range per struct
 			}
 		})
 	}
@@ -142,9 +142,9 @@ type run struct {
 
 // runsSizeHint bounds the encoded size of runs (writeClientRun).
 func runsSizeHint(runs []run) int {
-	n := 10
+	n := lenMax // the number of runs
 	for _, r := range runs {
-		n += 30
+		n += 3 * lenMax // the run's struct count, client and clock
 		_, first := r.cs.run(r.clock)
 		r.cs.each(first, func(en entry) { n += itemSizeHint(en.it) })
 	}

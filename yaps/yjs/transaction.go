@@ -118,11 +118,12 @@ func (ds *deleteSet) sorted() []clientDels {
 	return out
 }
 
-// sizeHint bounds the encoded size of ds (write).
+// sizeHint bounds the encoded size of ds (write): varuints all, a count,
+// then per client its id and count, and per range its clock and length.
 func (ds *deleteSet) sizeHint() int {
-	n := 10
+	n := lenMax
 	for _, cd := range ds.clients {
-		n += 20 + 20*len(cd.dels)
+		n += 2*lenMax + 2*lenMax*len(cd.dels)
 	}
 	return n
 }
