@@ -120,8 +120,8 @@ func TestTwoProcessesOnePostgres(t *testing.T) {
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
-		"yaps-pgnotify-"+B.notify.ID())
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1`,
+		"yaps-pgnotify-"+B.notify.ID()+"-%")
 	require.NoError(t, err)
 	_, _, err = A.svc.CreateYap(ctx, a, yaps.KindTask, yaps.YapFields{Content: yaps.Set("bread"), Status: yaps.Set(yaps.StatusOpen)}, "", nil)
 	require.NoError(t, err)

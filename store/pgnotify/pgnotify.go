@@ -12,8 +12,31 @@
 // so the service refreshes what it watches (notices sent meanwhile are
 // lost). Publish runs `SELECT pg_notify($1, $2)` on a small pool (two
 // connections) of the same DSN. The listening connection carries
-// application_name "yaps-pgnotify-<id>", which makes it easy to find in
-// pg_stat_activity.
+// application_name "yaps-pgnotify-<id>-<tag>" (tag: the first 12 hex
+// digits of the SHA-256 of the channel), which makes it easy to find in
+// pg_stat_activity and tells other Notifiers which channel it hears.
+//
+// # Presence
+//
+// A process alone on its channel has nobody to tell, yet each NOTIFY costs
+// Postgres a transaction with a WAL flush, and a wake-up of the process's
+// own listening connection, which then drops the notice. So a Notifier
+// publishes only while another Notifier may be listening:
+//
+//   - It looks for other Notifiers' listening connections of its channel in
+//     pg_stat_activity when it opens and every PeerCheckInterval. If the
+//     view does not show it its own connection (a role without the right to
+//     see it, or its connection is down), or the query fails, it assumes
+//     others listen.
+//   - Hearing any notice from another process means a peer is there.
+//   - Opening, and every reconnection of the listening connection, sends a
+//     hello on the channel, so the others hear of the newcomer within
+//     milliseconds instead of at their next look.
+//   - Notices not sent for lack of listeners are kept for ReplayWindow
+//     (awareness excepted) and sent when a peer appears: a process that
+//     joined, and loaded a list just before the others heard its hello,
+//     still hears of writes it might have missed. What falls outside this
+//     is left to polling, as any lost notice is.
 //
 // # Channel
 //
@@ -55,8 +78,10 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,7 +117,17 @@ type Config struct {
 	// PingInterval: the listening connection is pinged after this long
 	// without a notification. Default: 30s.
 	PingInterval time.Duration
+	// PeerCheckInterval: how often pg_stat_activity is asked whether other
+	// Notifiers listen on the channel (see Presence). Default: 2s.
+	PeerCheckInterval time.Duration
 }
+
+// ReplayWindow is how long notices skipped for lack of listeners are kept,
+// to be sent when a peer appears (see Presence).
+const ReplayWindow = time.Second
+
+// maxSkipped bounds the notices kept for ReplayWindow; the oldest go first.
+const maxSkipped = 1024
 
 // Notifier is a yaps.Notifier on Postgres LISTEN/NOTIFY. It is safe for
 // concurrent use.
@@ -111,6 +146,21 @@ type Notifier struct {
 	mu   sync.Mutex
 	subs map[int]func(yaps.Notice)
 	next int
+
+	// Presence (see the package comment).
+	appName string      // of the listening connection
+	peers   atomic.Bool // another Notifier may listen: publish
+	pmu     sync.Mutex  // guards the fields below and changes of peers
+	heardN  uint64      // bumped whenever a peer is heard
+	skipped []skippedNotice
+	loops   sync.WaitGroup // the presence loop
+	unsent  atomic.Int64   // notices skipped, for tests
+}
+
+// skippedNotice is a notice not sent for lack of listeners.
+type skippedNotice struct {
+	at     time.Time
+	notice yaps.Notice
 }
 
 var channelRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -126,8 +176,7 @@ func ChannelFor(dsn string) string {
 	if sp == "" {
 		return DefaultChannel
 	}
-	sum := sha256.Sum256([]byte(sp))
-	return DefaultChannel + "_" + hex.EncodeToString(sum[:6])
+	return DefaultChannel + "_" + shortHash(sp)
 }
 
 // New connects a Notifier to dsn with the default configuration.
@@ -157,6 +206,9 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 30 * time.Second
 	}
+	if cfg.PeerCheckInterval <= 0 {
+		cfg.PeerCheckInterval = 2 * time.Second
+	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	n := &Notifier{cfg: cfg, id: hex.EncodeToString(raw[:]), done: make(chan struct{}), subs: map[int]func(yaps.Notice){}}
@@ -166,7 +218,8 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgnotify: %w", err)
 	}
-	cc.RuntimeParams["application_name"] = "yaps-pgnotify-" + n.id
+	n.appName = "yaps-pgnotify-" + n.id + "-" + shortHash(cfg.Channel)
+	cc.RuntimeParams["application_name"] = n.appName
 	n.connCfg = cc
 	pc, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
@@ -185,8 +238,19 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.peers.Store(true)
+	n.checkPeers(ctx)
+	n.hello(ctx)
 	go n.run(conn)
+	n.loops.Add(1)
+	go n.presenceLoop()
 	return n, nil
+}
+
+// shortHash is the first 12 hex digits of the SHA-256 of s.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }
 
 // ID returns the process id stamped into this Notifier's notices.
@@ -201,6 +265,7 @@ func (n *Notifier) Close() error {
 	n.once.Do(func() {
 		n.cancel()
 		<-n.done
+		n.loops.Wait()
 		n.pool.Close()
 	})
 	return nil
@@ -217,13 +282,18 @@ type wire struct {
 	P string          `json:"p,omitempty"`
 	A []byte          `json:"a,omitempty"`
 	B []wire          `json:"b,omitempty"` // a packed payload's notices, without S
+	H int             `json:"h,omitempty"` // 1: a hello (see Presence), nothing else set but S
 }
 
 // Publish sends notice to the other processes on the channel (see the
-// package comment for the payload limit).
+// package comment for the payload limit). While no other Notifier listens
+// it sends nothing and returns nil (see Presence).
 func (n *Notifier) Publish(ctx context.Context, notice yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
+	}
+	if n.skip(notice) {
+		return nil
 	}
 	payload, err := n.encode(notice)
 	if err != nil || payload == "" {
@@ -241,10 +311,14 @@ var _ yaps.BatchPublisher = (*Notifier)(nil)
 // statement, so one round trip and one transaction, in order, packed into
 // as few payloads as the limit allows (see the package comment); identical
 // notices go once. A notice that cannot be sent (over the payload limit) is
-// left out and reported in the error; the others are still sent.
+// left out and reported in the error; the others are still sent. While no
+// other Notifier listens it sends nothing and returns nil (see Presence).
 func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
+	}
+	if n.skip(notices...) {
+		return nil
 	}
 	items := make([][]byte, 0, len(notices))
 	seen := make(map[string]bool, len(notices))
@@ -385,7 +459,14 @@ func (n *Notifier) handle(payload string) {
 		return // our own
 	}
 	var w wire
-	if err := json.Unmarshal([]byte(payload), &w); err != nil || (w.K == 0) == (len(w.B) == 0) {
+	err := json.Unmarshal([]byte(payload), &w)
+	if err == nil && w.S != "" && w.S != n.id {
+		n.heard()
+	}
+	if err == nil && w.H != 0 {
+		return
+	}
+	if err != nil || (w.K == 0) == (len(w.B) == 0) {
 		n.cfg.Logger.Debug("pgnotify: undecodable notification ignored", "channel", n.cfg.Channel, "err", err)
 		return
 	}
@@ -451,6 +532,7 @@ func (n *Notifier) run(conn *pgx.Conn) {
 		}
 		backoff = 100 * time.Millisecond
 		n.cfg.Logger.Info("pgnotify: listening again", "channel", n.cfg.Channel)
+		n.hello(n.ctx) // the others may have stopped publishing meanwhile
 		n.deliver(yaps.Notice{Kind: yaps.NoticeResync})
 	}
 }
@@ -477,5 +559,121 @@ func (n *Notifier) wait(conn *pgx.Conn) error {
 			continue
 		}
 		n.handle(note.Payload)
+	}
+}
+
+// skip reports whether notices go unsent because no other Notifier
+// listens; it then keeps them for ReplayWindow (see Presence).
+func (n *Notifier) skip(notices ...yaps.Notice) bool {
+	if n.peers.Load() {
+		return false
+	}
+	n.pmu.Lock()
+	defer n.pmu.Unlock()
+	if n.peers.Load() { // a peer appeared meanwhile
+		return false
+	}
+	now := time.Now()
+	n.pruneLocked(now)
+	for _, x := range notices {
+		if x.Kind != yaps.NoticeAwareness && x.Kind != yaps.NoticeResync {
+			n.skipped = append(n.skipped, skippedNotice{at: now, notice: x})
+		}
+	}
+	if extra := len(n.skipped) - maxSkipped; extra > 0 {
+		n.skipped = slices.Delete(n.skipped, 0, extra)
+	}
+	n.unsent.Add(int64(len(notices)))
+	return true
+}
+
+// pruneLocked drops the kept notices older than ReplayWindow.
+func (n *Notifier) pruneLocked(now time.Time) {
+	i := 0
+	for i < len(n.skipped) && now.Sub(n.skipped[i].at) > ReplayWindow {
+		i++
+	}
+	n.skipped = slices.Delete(n.skipped, 0, i)
+}
+
+// heard records that another Notifier listens on the channel.
+func (n *Notifier) heard() {
+	n.pmu.Lock()
+	n.heardN++
+	n.pmu.Unlock()
+	n.setPeers(true)
+}
+
+// setPeers records whether another Notifier may listen. When one appears,
+// the notices kept for ReplayWindow are sent.
+func (n *Notifier) setPeers(present bool) {
+	n.pmu.Lock()
+	if present == n.peers.Load() {
+		n.pmu.Unlock()
+		return
+	}
+	n.peers.Store(present)
+	var replay []yaps.Notice
+	if present {
+		n.pruneLocked(time.Now())
+		for _, s := range n.skipped {
+			replay = append(replay, s.notice)
+		}
+		n.skipped = nil
+	}
+	n.pmu.Unlock()
+	if len(replay) > 0 {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		if err := n.PublishBatch(ctx, replay); err != nil {
+			n.cfg.Logger.Debug("pgnotify: replaying skipped notices failed", "channel", n.cfg.Channel, "err", err)
+		}
+	}
+}
+
+// checkPeers asks pg_stat_activity whether another Notifier listens on the
+// channel and records the answer, unless a peer was heard meanwhile.
+func (n *Notifier) checkPeers(ctx context.Context) {
+	n.pmu.Lock()
+	before := n.heardN
+	n.pmu.Unlock()
+	var own, others int
+	err := n.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE application_name = $1),
+		count(*) FILTER (WHERE application_name <> $1 AND (application_name LIKE $2
+			OR application_name ~ '^yaps-pgnotify-[0-9a-f]{16}$')) -- Notifiers from before presence
+		FROM pg_stat_activity WHERE datname = current_database()`,
+		n.appName, "yaps-pgnotify-%-"+shortHash(n.cfg.Channel)).Scan(&own, &others)
+	present := err != nil || own == 0 || others > 0
+	n.pmu.Lock()
+	stale := n.heardN != before
+	n.pmu.Unlock()
+	if !stale || present {
+		n.setPeers(present)
+	}
+}
+
+// hello announces this Notifier on the channel (see Presence).
+func (n *Notifier) hello(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, n.own+`,"h":1}`); err != nil {
+		n.cfg.Logger.Debug("pgnotify: hello failed", "channel", n.cfg.Channel, "err", err)
+	}
+}
+
+// presenceLoop runs checkPeers every PeerCheckInterval until Close.
+func (n *Notifier) presenceLoop() {
+	defer n.loops.Done()
+	t := time.NewTicker(n.cfg.PeerCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			n.checkPeers(ctx)
+			cancel()
+		}
 	}
 }

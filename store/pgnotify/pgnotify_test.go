@@ -3,6 +3,7 @@ package pgnotify_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -46,7 +47,141 @@ func pair(t *testing.T) (dsn string, pub, sub *pgnotify.Notifier, in <-chan yaps
 	t.Helper()
 	dsn = storetest.PostgresDSN(t)
 	pub, sub = open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	waitPeers(t, pub, sub)
 	return dsn, pub, sub, listen(t, sub)
+}
+
+// waitPeers waits until each of ns knows another Notifier listens, so it
+// publishes (see Presence: the first one opened learns of the second from
+// its hello).
+func waitPeers(t *testing.T, ns ...*pgnotify.Notifier) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, n := range ns {
+			if !pgnotify.Peers(n) {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+// rawListen LISTENs on channel with a plain connection, which no Notifier
+// counts as a peer.
+func rawListen(t *testing.T, dsn, channel string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close(context.Background()) })
+	_, err = raw.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
+	require.NoError(t, err)
+	return raw
+}
+
+// rawPayload is a notification as it travels (both forms).
+type rawPayload struct {
+	S string
+	H int
+	R string
+	B []struct{ R string }
+}
+
+// rawNext returns the next notification raw hears, decoded.
+func rawNext(t *testing.T, raw *pgx.Conn) rawPayload {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	note, err := raw.WaitForNotification(ctx)
+	require.NoError(t, err, "no notification within 2s")
+	var p rawPayload
+	require.NoError(t, json.Unmarshal([]byte(note.Payload), &p), note.Payload)
+	return p
+}
+
+// rawQuiet checks that raw hears nothing for a moment.
+func rawQuiet(t *testing.T, raw *pgx.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	note, err := raw.WaitForNotification(ctx)
+	require.Error(t, err, "unexpected notification %+v", note)
+}
+
+// A Notifier alone on its channel sends nothing (a plain LISTEN does not
+// count); a second one sees the first at once, and the first starts
+// publishing on the second's hello (not at its next look, an hour away),
+// sending first what it skipped within ReplayWindow. A Notifier whose only
+// peer goes away stops again at its next look.
+func TestPresence(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	a := open(t, pgnotify.Config{DSN: dsn, PeerCheckInterval: time.Hour})
+	require.False(t, pgnotify.Peers(a), "alone when it opened")
+	raw := rawListen(t, dsn, a.Channel())
+
+	require.NoError(t, a.Publish(ctx, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "stale", Seq: 1}))
+	time.Sleep(pgnotify.ReplayWindow + 100*time.Millisecond)
+	require.NoError(t, a.Publish(ctx, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "early", Seq: 2}))
+	require.NoError(t, a.PublishBatch(ctx, []yaps.Notice{
+		{Kind: yaps.NoticeList, ListRef: "l1"},
+		{Kind: yaps.NoticeAwareness, ListRef: "l1", Payload: []byte{1}}, // not kept
+		{Kind: yaps.NoticeList, ListRef: "l2"},
+	}))
+	require.EqualValues(t, 5, pgnotify.Unsent(a))
+	rawQuiet(t, raw)
+
+	b := open(t, pgnotify.Config{DSN: dsn})
+	require.True(t, pgnotify.Peers(b), "sees a's listening connection when it opens")
+	require.Equal(t, rawPayload{S: b.ID(), H: 1}, rawNext(t, raw))
+	replay := rawNext(t, raw)
+	require.Equal(t, a.ID(), replay.S)
+	var refs []string
+	for _, x := range replay.B {
+		refs = append(refs, x.R)
+	}
+	require.Equal(t, []string{"early", "l1", "l2"}, refs, "skipped within ReplayWindow, awareness left out")
+	require.True(t, pgnotify.Peers(a))
+	require.NoError(t, a.Publish(ctx, yaps.Notice{Kind: yaps.NoticeList, ListRef: "now"}))
+	require.Equal(t, rawPayload{S: a.ID(), R: "now"}, rawNext(t, raw))
+	require.EqualValues(t, 5, pgnotify.Unsent(a))
+
+	require.NoError(t, b.Close())
+	c := open(t, pgnotify.Config{DSN: dsn, PeerCheckInterval: 50 * time.Millisecond})
+	require.True(t, pgnotify.Peers(c), "sees a")
+	require.Equal(t, rawPayload{S: c.ID(), H: 1}, rawNext(t, raw))
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool { return !pgnotify.Peers(c) }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.Publish(ctx, yaps.Notice{Kind: yaps.NoticeList, ListRef: "after"}))
+	require.EqualValues(t, 1, pgnotify.Unsent(c))
+	rawQuiet(t, raw)
+}
+
+// While a Notifier's own listening connection is gone, pg_stat_activity
+// cannot tell it who listens, and it publishes.
+func TestPresenceWhileReconnecting(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	a := open(t, pgnotify.Config{DSN: dsn, PeerCheckInterval: time.Hour})
+	require.False(t, pgnotify.Peers(a))
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1`,
+		"yaps-pgnotify-"+a.ID()+"-%")
+	require.NoError(t, err)
+	// The first reconnection waits 100 ms.
+	require.Eventually(t, func() bool {
+		pgnotify.CheckPeers(a)
+		return pgnotify.Peers(a)
+	}, 5*time.Second, 5*time.Millisecond)
+	// Listening again, and still alone.
+	require.Eventually(t, func() bool {
+		pgnotify.CheckPeers(a)
+		return !pgnotify.Peers(a)
+	}, 5*time.Second, 20*time.Millisecond)
 }
 
 func recv(t *testing.T, ch <-chan yaps.Notice) yaps.Notice {
@@ -74,6 +209,7 @@ func TestRoundTripAndOwnNoticesDropped(t *testing.T) {
 	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
 	n1, n2 := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	waitPeers(t, n1, n2)
 	require.Equal(t, n1.Channel(), n2.Channel())
 	require.NotEqual(t, n1.ID(), n2.ID())
 	in1, in2 := listen(t, n1), listen(t, n2)
@@ -132,14 +268,15 @@ func TestReconnectAfterTermination(t *testing.T) {
 	ctx := context.Background()
 	pub := open(t, pgnotify.Config{DSN: dsn})
 	sub := open(t, pgnotify.Config{DSN: dsn, MaxBackoff: 200 * time.Millisecond, PingInterval: 300 * time.Millisecond})
+	waitPeers(t, pub, sub)
 	in := listen(t, sub)
 
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	var killed int
-	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
-		"yaps-pgnotify-"+sub.ID()).Scan(&killed)
+	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE $1`,
+		"yaps-pgnotify-"+sub.ID()+"-%").Scan(&killed)
 	require.NoError(t, err)
 	require.Equal(t, 1, killed)
 
@@ -233,11 +370,7 @@ func TestPublishBatchPacks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn, n1, _, in2 := pair(t)
-	raw, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close(context.Background()) })
-	_, err = raw.Exec(ctx, "LISTEN "+pgx.Identifier{n1.Channel()}.Sanitize())
-	require.NoError(t, err)
+	raw := rawListen(t, dsn, n1.Channel())
 
 	var batch, want []yaps.Notice
 	for i := range 400 {

@@ -1,0 +1,10 @@
+package pgnotify
+
+// Peers reports whether n publishes (another Notifier may listen).
+func Peers(n *Notifier) bool { return n.peers.Load() }
+
+// Unsent returns how many notices n did not send for lack of listeners.
+func Unsent(n *Notifier) int64 { return n.unsent.Load() }
+
+// CheckPeers runs one look in pg_stat_activity now.
+func CheckPeers(n *Notifier) { n.checkPeers(n.ctx) }
