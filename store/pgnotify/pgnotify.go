@@ -600,39 +600,45 @@ func (n *Notifier) pruneLocked(now time.Time) {
 func (n *Notifier) heard() {
 	n.pmu.Lock()
 	n.heardN++
+	replay := n.setPeersLocked(true)
 	n.pmu.Unlock()
-	n.setPeers(true)
+	n.replay(replay)
 }
 
-// setPeers records whether another Notifier may listen. When one appears,
-// the notices kept for ReplayWindow are sent.
-func (n *Notifier) setPeers(present bool) {
-	n.pmu.Lock()
+// setPeersLocked records whether another Notifier may listen. When one
+// appears it returns the notices kept for ReplayWindow, to be sent.
+func (n *Notifier) setPeersLocked(present bool) []yaps.Notice {
 	if present == n.peers.Load() {
-		n.pmu.Unlock()
-		return
+		return nil
 	}
 	n.peers.Store(present)
-	var replay []yaps.Notice
-	if present {
-		n.pruneLocked(time.Now())
-		for _, s := range n.skipped {
-			replay = append(replay, s.notice)
-		}
-		n.skipped = nil
+	if !present {
+		return nil
 	}
-	n.pmu.Unlock()
-	if len(replay) > 0 {
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		defer cancel()
-		if err := n.PublishBatch(ctx, replay); err != nil {
-			n.cfg.Logger.Debug("pgnotify: replaying skipped notices failed", "channel", n.cfg.Channel, "err", err)
-		}
+	n.pruneLocked(time.Now())
+	replay := make([]yaps.Notice, len(n.skipped))
+	for i, s := range n.skipped {
+		replay[i] = s.notice
+	}
+	n.skipped = nil
+	return replay
+}
+
+// replay sends the notices skipped before a peer appeared.
+func (n *Notifier) replay(notices []yaps.Notice) {
+	if len(notices) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	if err := n.PublishBatch(ctx, notices); err != nil {
+		n.cfg.Logger.Debug("pgnotify: replaying skipped notices failed", "channel", n.cfg.Channel, "err", err)
 	}
 }
 
 // checkPeers asks pg_stat_activity whether another Notifier listens on the
-// channel and records the answer, unless a peer was heard meanwhile.
+// channel and records the answer; a "no" does not count if a peer was
+// heard while it asked.
 func (n *Notifier) checkPeers(ctx context.Context) {
 	n.pmu.Lock()
 	before := n.heardN
@@ -645,11 +651,12 @@ func (n *Notifier) checkPeers(ctx context.Context) {
 		n.appName, "yaps-pgnotify-%-"+shortHash(n.cfg.Channel)).Scan(&own, &others)
 	present := err != nil || own == 0 || others > 0
 	n.pmu.Lock()
-	stale := n.heardN != before
-	n.pmu.Unlock()
-	if !stale || present {
-		n.setPeers(present)
+	var replay []yaps.Notice
+	if present || n.heardN == before {
+		replay = n.setPeersLocked(present)
 	}
+	n.pmu.Unlock()
+	n.replay(replay)
 }
 
 // hello announces this Notifier on the channel (see Presence).
