@@ -238,7 +238,6 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.peers.Store(true)
 	n.checkPeers(ctx)
 	n.hello(ctx)
 	go n.run(conn)
