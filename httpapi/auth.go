@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,16 +67,7 @@ func (s *server) limit(ctx context.Context, st *reqState, group yaps.LimitGroup,
 	if err != nil && !yaps.IsCode(err, yaps.ERATELIMITED) {
 		return st.errorOut(err)
 	}
-	h := st.header()
-	if res.Limit >= 0 && (res.Limit > 0 || !res.Reset.IsZero()) {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(res.Remaining, 0), 10))
-		reset := int64(0)
-		if !res.Reset.IsZero() {
-			reset = max(int64(time.Until(res.Reset).Round(time.Second)/time.Second), 0)
-		}
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
-	}
+	res.SetHeaders(time.Now(), st.header().Set)
 	if err != nil {
 		return st.errorOut(err)
 	}

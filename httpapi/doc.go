@@ -95,16 +95,22 @@
 //     always an array.
 //   - Bodies over MaxBodyBytes (1 MiB) answer 413 payload_too_large.
 //   - A missing yap kind on POST defaults to the list's kind.
-//   - Strings may not contain control characters other than tab; only a
-//     note's body may contain CR and LF.
+//   - Strings may not contain control characters (C0, DEL, C1) other than
+//     tab; only a note's body may contain LF. Date-times take RFC 3339's
+//     lower-case t and z too.
+//   - A query string whose %-escapes do not decode is 400.
 //   - X-RateLimit-Reset is the number of seconds until the window resets.
 //   - Answers about a list are "Cache-Control: private, no-cache"; answers
 //     carrying a code or key once are "no-store".
 //   - Path refs and ids outside [A-Za-z0-9_-]{1,128} are 404 without a
 //     store lookup.
 //   - ETags are quoted strong tags; If-Match takes one tag ("*" means no
-//     precondition). GET /snapshot also honours If-None-Match (304).
-//   - An Idempotency-Key replay is marked with "Idempotent-Replayed: true".
+//     precondition) on PATCH and DELETE. GET /snapshot also honours
+//     If-None-Match (304). A PATCH that changes nothing keeps updatedAt and
+//     the ETag; an empty PATCH body is {}. Rollup and rotate-owner take no
+//     body: members are 400.
+//   - An Idempotency-Key replay is marked with "Idempotent-Replayed: true"
+//     and carries the first answer's ETag and Cache-Control.
 //     The stored first answer is rendered by the service's Config.Render,
 //     which must stay yaps.RenderJSON (the default) or Render of this
 //     package, the encoder of the first answers, so replays are identical.

@@ -31,7 +31,7 @@ func (st *reqState) replayOut(rec *yaps.IdempotencyRecord) *rawOut {
 	if status >= 400 {
 		ct = problemMediaType
 	}
-	return &rawOut{Status: status, ContentType: ct, Body: rec.Body}
+	return &rawOut{Status: status, ContentType: ct, ETag: etag(rec.ETag), Body: rec.Body}
 }
 
 // Inputs. Only path parameters go through Huma; query parameters, headers
@@ -143,6 +143,7 @@ func (s *server) createList(ctx context.Context, st *reqState, _ *noInput) *rawO
 	if err != nil {
 		return st.errorOut(err)
 	}
+	st.header().Set("Cache-Control", "no-store") // the answer carries the owner code, replayed or not
 	if created.Replay != nil {
 		return st.replayOut(created.Replay)
 	}
@@ -152,7 +153,6 @@ func (s *server) createList(ctx context.Context, st *reqState, _ *noInput) *rawO
 	}
 	out := &rawOut{Status: http.StatusCreated, ContentType: "application/json", Body: b}
 	out.ETag = etag(yaps.ListETag(created.List))
-	st.header().Set("Cache-Control", "no-store")
 	return out
 }
 
@@ -207,7 +207,7 @@ func (s *server) deleteList(ctx context.Context, st *reqState, in *refInput) *ra
 	if out != nil {
 		return out
 	}
-	if err := s.svc.ArchiveList(ctx, a); err != nil {
+	if err := s.svc.ArchiveList(ctx, a, st.ifMatch()); err != nil {
 		return st.errorOut(err)
 	}
 	return noContent()
@@ -218,7 +218,10 @@ func (s *server) listYaps(ctx context.Context, st *reqState, in *refInput) *rawO
 	if out != nil {
 		return out
 	}
-	q := st.r.URL.Query()
+	q, err := st.query()
+	if err != nil {
+		return st.errorOut(err)
+	}
 	limit, err := parseLimit(q.Get("limit"))
 	if err != nil {
 		return st.errorOut(err)
@@ -418,7 +421,7 @@ func (s *server) patchYap(ctx context.Context, st *reqState, in *yapInput) *rawO
 	if err != nil {
 		return st.errorOut(err)
 	}
-	o, err := decodeObject(body, false)
+	o, err := decodeObject(body, true)
 	if err != nil {
 		return st.errorOut(err)
 	}
@@ -466,7 +469,7 @@ func (s *server) deleteYap(ctx context.Context, st *reqState, in *yapInput) *raw
 	if out := st.requireWritable(a); out != nil {
 		return out
 	}
-	if err := s.svc.DeleteYap(ctx, a, in.YapID); err != nil {
+	if err := s.svc.DeleteYap(ctx, a, in.YapID, st.ifMatch()); err != nil {
 		return st.errorOut(err)
 	}
 	return noContent()
@@ -562,6 +565,9 @@ func (s *server) rotateOwner(ctx context.Context, st *reqState, in *refInput) *r
 	if out != nil {
 		return out
 	}
+	if err := st.emptyBody(); err != nil {
+		return st.errorOut(err)
+	}
 	code, err := s.svc.RotateOwner(ctx, a)
 	if err != nil {
 		return st.errorOut(err)
@@ -581,6 +587,9 @@ func (s *server) rollup(ctx context.Context, st *reqState, in *refInput) *rawOut
 	if out := st.requireRole(a, ownerOnly...); out != nil {
 		return out
 	}
+	if err := st.emptyBody(); err != nil {
+		return st.errorOut(err)
+	}
 	merged, err := s.svc.Rollup(ctx, a, a.Account)
 	if err != nil {
 		return st.errorOut(err)
@@ -593,8 +602,12 @@ func (s *server) snapshot(ctx context.Context, st *reqState, in *refInput) *rawO
 	if out != nil {
 		return out
 	}
+	q, err := st.query()
+	if err != nil {
+		return st.errorOut(err)
+	}
 	var sv []byte
-	if v := st.r.URL.Query().Get("sv"); v != "" {
+	if v := q.Get("sv"); v != "" {
 		b, err := decodeB64(v)
 		if err != nil {
 			return st.errorOut(err)
@@ -632,7 +645,10 @@ func (s *server) audit(ctx context.Context, st *reqState, in *refInput) *rawOut 
 	if out != nil {
 		return out
 	}
-	q := st.r.URL.Query()
+	q, err := st.query()
+	if err != nil {
+		return st.errorOut(err)
+	}
 	limit, err := parseLimit(q.Get("limit"))
 	if err != nil {
 		return st.errorOut(err)
@@ -684,6 +700,7 @@ func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *ra
 	if err != nil {
 		return st.errorOut(err)
 	}
+	st.header().Set("Cache-Control", "private, no-cache")
 	res := AccountLists{Lists: make([]List, 0, len(ls))}
 	for _, l := range ls {
 		res.Lists = append(res.Lists, renderList(l))

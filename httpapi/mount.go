@@ -191,8 +191,9 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "archiveList", Method: http.MethodDelete, Path: "/lists/{ref}", Tags: tagLists,
-		Summary: "Archive a list (owner)", Description: "Sets archivedAt; idempotent.", Security: codeSec,
-	}, http.StatusNoContent, nil, 401, 403, 404, 429, 500), s.deleteList)
+		Summary: "Archive a list (owner)", Description: "Sets archivedAt; idempotent. If-Match guards against archiving a list changed since it was read (412).", Security: codeSec,
+		Parameters: []*huma.Param{paramIfMatch},
+	}, http.StatusNoContent, nil, 401, 403, 404, 412, 429, 500), s.deleteList)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "listYaps", Method: http.MethodGet, Path: "/lists/{ref}/yaps", Tags: tagYaps,
@@ -226,7 +227,9 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "deleteYap", Method: http.MethodDelete, Path: "/lists/{ref}/yaps/{yapId}", Tags: tagYaps,
 		Summary: "Soft-delete a yap (owner, editor, agent by scope)", Security: codeSec,
-	}, http.StatusNoContent, nil, 401, 403, 404, 429, 500), s.deleteYap)
+		Description: "If-Match guards against deleting a yap changed since it was read (412).",
+		Parameters:  []*huma.Param{paramIfMatch},
+	}, http.StatusNoContent, nil, 401, 403, 404, 412, 429, 500), s.deleteYap)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "listPermissions", Method: http.MethodGet, Path: "/lists/{ref}/permissions", Tags: tagPerms,

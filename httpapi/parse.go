@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -90,6 +91,20 @@ func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 		o.m = map[string]json.RawMessage{}
 	}
 	return o, nil
+}
+
+// emptyBody reads the body of an operation that takes none: nothing, null
+// and {} pass; a member is 400 like any unknown member.
+func (st *reqState) emptyBody() error {
+	body, err := st.readBody()
+	if err != nil {
+		return err
+	}
+	o, err := decodeObject(body, true)
+	if err != nil {
+		return err
+	}
+	return o.unknown()
 }
 
 func jsonErrText(err error) string {
@@ -233,7 +248,7 @@ func checkText(name, s string, mode textMode) error {
 			if mode != multiText {
 				return errInvalid("%s must be a single line (no CR or LF)", name)
 			}
-		case r < 0x20 || r == 0x7f:
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
 			return errInvalid("%s must not contain control characters", name)
 		}
 	}
@@ -241,6 +256,17 @@ func checkText(name, s string, mode textMode) error {
 }
 
 // query parameters
+
+// query parses the request's query string. Go's own parser drops a pair it
+// cannot decode (a broken %-escape) without a word, which would serve the
+// first page for a mangled cursor: such a query is 400 instead.
+func (st *reqState) query() (url.Values, error) {
+	q, err := url.ParseQuery(st.r.URL.RawQuery)
+	if err != nil {
+		return nil, errInvalid("the query string is malformed (a %%-escape does not decode)")
+	}
+	return q, nil
+}
 
 // parseLimit parses limit: "" is 0 (the service default, 50), else 1..200.
 func parseLimit(s string) (int, error) {

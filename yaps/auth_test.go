@@ -150,8 +150,8 @@ func TestRoleMatrixThroughService(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.svc.UpdateYap(e.ctx, actors["agent-tasks"], n.ID, yaps.YapFields{Body: yaps.Set("x")}, "")
 	requireCode(t, yaps.EFORBIDDEN, err)
-	requireCode(t, yaps.EFORBIDDEN, e.svc.DeleteYap(e.ctx, actors["agent-tasks"], n.ID))
-	requireCode(t, yaps.EFORBIDDEN, e.svc.ArchiveList(e.ctx, actors["editor"]))
+	requireCode(t, yaps.EFORBIDDEN, e.svc.DeleteYap(e.ctx, actors["agent-tasks"], n.ID, ""))
+	requireCode(t, yaps.EFORBIDDEN, e.svc.ArchiveList(e.ctx, actors["editor"], ""))
 	_, err = e.svc.Rollup(e.ctx, actors["editor"], &yaps.Account{ID: "x"})
 	requireCode(t, yaps.EFORBIDDEN, err)
 }
@@ -165,7 +165,7 @@ func TestAuditLog(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.svc.UpdateYap(e.ctx, agent, y.ID, yaps.YapFields{Status: yaps.Set(yaps.StatusDone)}, "")
 	require.NoError(t, err)
-	require.NoError(t, e.svc.DeleteYap(e.ctx, agent, y.ID))
+	require.NoError(t, e.svc.DeleteYap(e.ctx, agent, y.ID, ""))
 	var all []*yaps.AuditEntry
 	cursor := ""
 	for {

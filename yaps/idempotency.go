@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"time"
 )
 
@@ -36,16 +37,29 @@ func idempotencyAEAD(scope, key string) cipher.AEAD {
 	return aead
 }
 
+// A sealed answer with an ETag starts with answerTagged, then the ETag's
+// length as a uvarint, the ETag and the body. A JSON body never starts with
+// a NUL byte, so answers sealed before ETags were kept still open as bodies.
+const answerTagged = 0
+
 // sealRecord returns the storable form of a record holding body in the clear.
 func sealRecord(rec *IdempotencyRecord) *IdempotencyRecord {
 	aead := idempotencyAEAD(rec.Scope, rec.Key)
-	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(rec.Body)+aead.Overhead())
+	plain := rec.Body
+	if rec.ETag != "" {
+		plain = make([]byte, 0, 1+binary.MaxVarintLen64+len(rec.ETag)+len(rec.Body))
+		plain = append(plain, answerTagged)
+		plain = binary.AppendUvarint(plain, uint64(len(rec.ETag)))
+		plain = append(append(plain, rec.ETag...), rec.Body...)
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		panic("yaps: crypto/rand failed: " + err.Error())
 	}
 	sealed := *rec
 	sealed.Key = sealedKey(rec.Scope, rec.Key)
-	sealed.Body = aead.Seal(nonce, nonce, rec.Body, []byte(sealed.Key))
+	sealed.ETag = ""
+	sealed.Body = aead.Seal(nonce, nonce, plain, []byte(sealed.Key))
 	return &sealed
 }
 
@@ -63,6 +77,14 @@ func openRecord(rec *IdempotencyRecord, scope, key string) (*IdempotencyRecord, 
 	opened := *rec
 	opened.Key = key
 	opened.Body = body
+	if len(body) > 0 && body[0] == answerTagged {
+		n, w := binary.Uvarint(body[1:])
+		if w <= 0 || n > uint64(len(body)-1-w) {
+			return nil, Errorf(EINTERNAL, "idempotency record is malformed")
+		}
+		rest := body[1+w:]
+		opened.ETag, opened.Body = string(rest[:n]), rest[n:]
+	}
 	return &opened, nil
 }
 

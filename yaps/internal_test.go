@@ -214,3 +214,32 @@ func TestCompactDue(t *testing.T) {
 		require.Equal(t, c.want, s.compactDue(e), c.name)
 	}
 }
+
+// TestSealedAnswers: a sealed record opens to its body and ETag; one sealed
+// before ETags were kept (the plain body) still opens; a tampered length
+// is an error, not a panic.
+func TestSealedAnswers(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"y1"}`)
+	for _, tag := range []string{"", `"abc"`, string(make([]byte, 300))} {
+		sealed := sealRecord(&IdempotencyRecord{Scope: "s", Key: "k", Status: 201, Body: body, ETag: tag})
+		require.Empty(t, sealed.ETag)
+		require.NotContains(t, string(sealed.Body), `"id"`)
+		opened, err := openRecord(sealed, "s", "k")
+		require.NoError(t, err)
+		require.Equal(t, body, opened.Body)
+		require.Equal(t, tag, opened.ETag)
+		_, err = openRecord(sealed, "s", "other key")
+		require.Error(t, err)
+	}
+	// The layout before ETags: the sealed plaintext is the body itself.
+	legacy := sealRecord(&IdempotencyRecord{Scope: "s", Key: "k", Body: body})
+	opened, err := openRecord(legacy, "s", "k")
+	require.NoError(t, err)
+	require.Equal(t, body, opened.Body)
+	require.Empty(t, opened.ETag)
+	// A tagged plaintext whose length runs past its end.
+	bad := sealRecord(&IdempotencyRecord{Scope: "s", Key: "k", Body: []byte{answerTagged, 200, 1, 'x'}})
+	_, err = openRecord(bad, "s", "k")
+	require.Error(t, err)
+}

@@ -112,8 +112,8 @@ func TestArchive(t *testing.T) {
 	editor := e.actor(owner, yaps.RoleEditor)
 	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("t"), "", nil)
 	require.NoError(t, err)
-	require.NoError(t, e.svc.ArchiveList(e.ctx, owner))
-	require.NoError(t, e.svc.ArchiveList(e.ctx, owner)) // idempotent
+	require.NoError(t, e.svc.ArchiveList(e.ctx, owner, ""))
+	require.NoError(t, e.svc.ArchiveList(e.ctx, owner, "")) // idempotent
 	l, err := e.store.List(e.ctx, owner.List.Ref)
 	require.NoError(t, err)
 	require.True(t, l.Archived())
@@ -124,7 +124,7 @@ func TestArchive(t *testing.T) {
 	requireCode(t, yaps.EFORBIDDEN, err)
 	_, err = e.svc.UpdateYap(e.ctx, editor, y.ID, yaps.YapFields{Content: yaps.Set("x")}, "")
 	requireCode(t, yaps.EFORBIDDEN, err)
-	requireCode(t, yaps.EFORBIDDEN, e.svc.DeleteYap(e.ctx, owner, y.ID))
+	requireCode(t, yaps.EFORBIDDEN, e.svc.DeleteYap(e.ctx, owner, y.ID, ""))
 	_, err = e.svc.UpdateList(e.ctx, owner, yaps.ListPatch{Title: yaps.Set("x")}, "")
 	requireCode(t, yaps.EFORBIDDEN, err)
 	require.False(t, e.svc.CanWrite(editor))
@@ -157,8 +157,8 @@ func TestSoftDeleteRestoreAndPurge(t *testing.T) {
 	require.NoError(t, err)
 	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("t"), "", nil)
 	require.NoError(t, err)
-	require.NoError(t, e.svc.DeleteYap(e.ctx, a, y.ID))
-	requireCode(t, yaps.ENOTFOUND, e.svc.DeleteYap(e.ctx, a, y.ID))
+	require.NoError(t, e.svc.DeleteYap(e.ctx, a, y.ID, ""))
+	requireCode(t, yaps.ENOTFOUND, e.svc.DeleteYap(e.ctx, a, y.ID, ""))
 	_, err = e.svc.GetYap(e.ctx, a, y.ID)
 	requireCode(t, yaps.ENOTFOUND, err)
 	_, err = e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{Content: yaps.Set("x")}, "")
@@ -175,7 +175,7 @@ func TestSoftDeleteRestoreAndPurge(t *testing.T) {
 	r, err := e.svc.UpdateYap(e.ctx, a, y.ID, yaps.YapFields{DeletedAt: yaps.Null[time.Time]()}, "")
 	require.NoError(t, err)
 	require.Nil(t, r.DeletedAt)
-	require.NoError(t, e.svc.DeleteYap(e.ctx, a, y.ID))
+	require.NoError(t, e.svc.DeleteYap(e.ctx, a, y.ID, ""))
 
 	// Past the retention: gone before the purge ran, then purged.
 	e.clock.Advance(30*24*time.Hour + time.Millisecond)
@@ -213,7 +213,7 @@ func TestPaging(t *testing.T) {
 			e.clock.Advance(time.Millisecond) // some share a createdAt
 		}
 	}
-	require.NoError(t, e.svc.DeleteYap(e.ctx, a, ids[3]))
+	require.NoError(t, e.svc.DeleteYap(e.ctx, a, ids[3], ""))
 	var got []string
 	cursor := ""
 	for pages := 0; ; pages++ {

@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -38,6 +39,23 @@ type LimitResult struct {
 	Remaining  int64
 	Reset      time.Time
 	RetryAfter time.Duration // when not Allowed
+}
+
+// SetHeaders passes the X-RateLimit-Limit, -Remaining and -Reset headers
+// of RULINGS R8 to set (http.Header.Set, say); X-RateLimit-Reset counts the
+// seconds from now to the window's reset. It sets nothing when no limit
+// applied (Limit -1, or 0 without a window).
+func (r LimitResult) SetHeaders(now time.Time, set func(name, value string)) {
+	if r.Limit < 0 || (r.Limit == 0 && r.Reset.IsZero()) {
+		return
+	}
+	set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+	set("X-RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
+	reset := int64(0)
+	if !r.Reset.IsZero() {
+		reset = max(int64(r.Reset.Sub(now).Round(time.Second)/time.Second), 0)
+	}
+	set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 }
 
 // Unlimited is a Limiter that allows everything (for benchmarks).

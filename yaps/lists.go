@@ -93,7 +93,7 @@ func (s *Service) CreateList(ctx context.Context, in CreateListInput) (*CreatedL
 			return nil, internal(err, "could not render the answer")
 		}
 		rec = sealRecord(&IdempotencyRecord{Scope: scope, Key: in.IdempotencyKey, RequestHash: in.RequestHash,
-			Status: 201, Body: body, CreatedAt: now, ReplaceBefore: s.idemCutoff(now)})
+			Status: 201, Body: body, ETag: ListETag(l), CreatedAt: now, ReplaceBefore: s.idemCutoff(now)})
 	}
 	if err := s.cfg.Store.CreateList(ctx, l, owner, first, rec); err != nil {
 		if rec != nil {
@@ -197,12 +197,16 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 }
 
 // ArchiveList archives the list (owner); archiving an archived list
-// succeeds without change.
-func (s *Service) ArchiveList(ctx context.Context, a *Actor) error {
+// succeeds without change. A non-empty ifMatch must match the list's ETag
+// (else EPRECONDITION).
+func (s *Service) ArchiveList(ctx context.Context, a *Actor, ifMatch string) error {
 	if err := a.can(opArchiveList, ""); err != nil {
 		return err
 	}
 	return s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+		if err := checkIfMatch(ifMatch, ListETag(&w.list)); err != nil {
+			return err
+		}
 		if w.e.list.ArchivedAt != nil {
 			return nil
 		}

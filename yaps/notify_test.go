@@ -204,7 +204,7 @@ func TestNotifierRevocationRollupArchive(t *testing.T) {
 	ev = next(t, events, time.Second)
 	require.Equal(t, yaps.EventListChanged, ev.Kind)
 
-	require.NoError(t, e1.svc.ArchiveList(e1.ctx, owner))
+	require.NoError(t, e1.svc.ArchiveList(e1.ctx, owner, ""))
 	ev = next(t, events, time.Second)
 	require.Equal(t, yaps.EventListChanged, ev.Kind)
 	require.Equal(t, owner.List.Ref, ev.ListRef)

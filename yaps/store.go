@@ -205,7 +205,10 @@ type IdempotencyRecord struct {
 	RequestHash []byte // SHA-256 of the request body
 	Status      int
 	Body        []byte
-	CreatedAt   time.Time
+	// ETag is the answer's entity tag, replayed with it. It travels sealed
+	// inside Body (see sealRecord), so stores keep no column for it.
+	ETag      string
+	CreatedAt time.Time
 	// ReplaceBefore is not stored: it tells PutIdempotency and CreateList
 	// that a stored record of the same (Scope, Key) created before it has
 	// expired and is replaced (in the same transaction) instead of being a

@@ -457,7 +457,7 @@ func TestPollingSeesRevocationsAndArchive(t *testing.T) {
 		}
 	}
 	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ed.Permission.ID))
-	require.NoError(t, e1.svc.ArchiveList(e1.ctx, owner))
+	require.NoError(t, e1.svc.ArchiveList(e1.ctx, owner, ""))
 	seen := map[yaps.EventKind]yaps.Event{}
 	deadline := time.After(time.Second)
 	for len(seen) < 2 {

@@ -259,7 +259,13 @@ func Truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond)
 
 // ParseTime parses an RFC 3339 timestamp as sent by clients.
 func ParseTime(field, s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
+	// RFC 3339 allows a lower-case t and z; Go's layout takes upper case
+	// only, and nothing else in a date-time has a case.
+	s = strings.TrimSpace(s)
+	if strings.ContainsAny(s, "tz") {
+		s = strings.ToUpper(s)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, Errorf(EINVALID, "%s must be an RFC 3339 date-time", field)
 	}

@@ -22,19 +22,24 @@ const (
 
 // Character rules. Every string must be valid UTF-8 (a lone UTF-16
 // surrogate from a sync client is invalid). One-line fields (task content,
-// titles, location, tags, list title, permission label) reject every C0
-// control character (U+0000–U+001F, including CR and LF) except TAB, and
-// DEL (U+007F). The note body is multi-line: it rejects the same characters
-// except LF and TAB (so CR, and with it CRLF, is rejected: clients send LF).
+// titles, location, tags, list title, permission label) reject every
+// control character of Unicode (category Cc: C0 U+0000–U+001F, including CR
+// and LF, DEL U+007F and C1 U+0080–U+009F, whose NEL is a line break) except
+// TAB. The note body is multi-line: it rejects the same characters except LF
+// and TAB (so CR, and with it CRLF, is rejected: clients send LF).
 
 func checkText(field, s string, max int, multiLine bool) error {
 	if !utf8.ValidString(s) {
 		return Errorf(EINVALID, "%s is not valid UTF-8 text", field)
 	}
-	// Byte by byte: in valid UTF-8 the control characters are single
-	// bytes, and bytes below 0x80 never occur inside a longer sequence.
-	// (This runs on every keystroke of a synced text.)
+	// Byte by byte: in valid UTF-8 the C0 controls and DEL are single
+	// bytes, and bytes below 0x80 never occur inside a longer sequence; a
+	// C1 control is 0xC2 followed by 0x80–0x9F. (This runs on every
+	// keystroke of a synced text.)
 	for i := 0; i < len(s); i++ {
+		if s[i] == 0xc2 && i+1 < len(s) && s[i+1] < 0xa0 {
+			return Errorf(EINVALID, "%s contains a control character", field)
+		}
 		if r := s[i]; r < 0x20 || r == 0x7f {
 			switch {
 			case r == '\t':

@@ -64,7 +64,7 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 				return internal(err, "could not render the answer")
 			}
 			return w.tx.PutIdempotency(sealRecord(&IdempotencyRecord{Scope: yapScope(ref), Key: idemKey,
-				RequestHash: requestHash, Status: 201, Body: body, CreatedAt: now, ReplaceBefore: s.idemCutoff(now)}))
+				RequestHash: requestHash, Status: 201, Body: body, ETag: YapETag(y), CreatedAt: now, ReplaceBefore: s.idemCutoff(now)}))
 		}
 		return nil
 	})
@@ -124,6 +124,13 @@ func (s *Service) UpdateYap(ctx context.Context, a *Actor, id string, f YapField
 		if restore {
 			y.DeletedAt = nil
 		}
+		if sameYap(y, cur) {
+			// Nothing changes (a client sent back what it read): no
+			// write, and updatedAt and the ETag stay as other clients'
+			// If-Match knows them.
+			out = cur
+			return nil
+		}
 		y.UpdatedAt = s.now()
 		if err := ValidateYap(y); err != nil {
 			return err
@@ -149,8 +156,9 @@ func (s *Service) UpdateYap(ctx context.Context, a *Actor, id string, f YapField
 }
 
 // DeleteYap soft-deletes a yap (sets deletedAt); a yap already deleted is
-// ENOTFOUND. It can be restored for Config.DeletedRetention.
-func (s *Service) DeleteYap(ctx context.Context, a *Actor, id string) error {
+// ENOTFOUND. It can be restored for Config.DeletedRetention. A non-empty
+// ifMatch must match the yap's ETag (else EPRECONDITION).
+func (s *Service) DeleteYap(ctx context.Context, a *Actor, id, ifMatch string) error {
 	if err := a.can(opWriteYap, ""); err != nil {
 		return err
 	}
@@ -166,6 +174,9 @@ func (s *Service) DeleteYap(ctx context.Context, a *Actor, id string) error {
 			return err
 		}
 		if err := writable(&w.list); err != nil {
+			return err
+		}
+		if err := checkIfMatch(ifMatch, YapETag(cur)); err != nil {
 			return err
 		}
 		y := copyYap(cur)

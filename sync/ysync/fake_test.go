@@ -137,10 +137,16 @@ func (f *fakeService) Limit(_ context.Context, _ yaps.LimitGroup, ip string, _ *
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attempts++
-	if f.maxAttempts > 0 && f.attempts > f.maxAttempts {
-		return yaps.LimitResult{}, &yaps.Error{Code: yaps.ERATELIMITED, Message: "rate limit exceeded; retry later", RetryAfter: 3 * time.Second}
+	if f.maxAttempts == 0 {
+		return yaps.LimitResult{Allowed: true, Limit: -1, Remaining: -1}, nil
 	}
-	return yaps.LimitResult{Allowed: true}, nil
+	res := yaps.LimitResult{Allowed: f.attempts <= f.maxAttempts, Limit: int64(f.maxAttempts),
+		Remaining: int64(f.maxAttempts - f.attempts), Reset: time.Now().Add(3400 * time.Millisecond)} // "3" even when the answer is slow
+	if !res.Allowed {
+		res.RetryAfter = 3 * time.Second
+		return res, &yaps.Error{Code: yaps.ERATELIMITED, Message: "rate limit exceeded; retry later", RetryAfter: res.RetryAfter}
+	}
+	return res, nil
 }
 
 func (f *fakeService) PublishAwareness(context.Context, string, []byte) error { return nil }

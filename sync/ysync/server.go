@@ -238,7 +238,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if actor != nil {
 		list = actor.List
 	}
-	if _, lerr := s.svc.Limit(ctx, yaps.LimitRead, s.cfg.ClientIP(r), nil, list); yaps.IsCode(lerr, yaps.ERATELIMITED) {
+	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, s.cfg.ClientIP(r), nil, list)
+	lres.SetHeaders(time.Now(), w.Header().Set) // on refusals and on the 101 alike
+	if yaps.IsCode(lerr, yaps.ERATELIMITED) {
 		writeServiceError(w, r, lerr)
 		return
 	}
@@ -289,7 +291,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Frames leave through coalescingConn: those queued back to back share
 	// one write. While frame k is written it still counts in queuedMsgs.
 	out := &coalescingConn{Conn: nc, more: func() bool { return c.queuedMsgs.Load() > 1 }}
-	up := &upgraded{nc: out, header: http.Header{}}
+	up := &upgraded{nc: out, header: w.Header().Clone()}
 	req := trimRequest(r)
 	go func() {
 		if err := s.m.HandleRequestWithKeys(up, req, map[string]any{connKey: c}); err != nil {

@@ -647,14 +647,28 @@ func TestConnectAttemptsRateLimited(t *testing.T) {
 	e.fake.mu.Lock()
 	e.fake.maxAttempts = 2
 	e.fake.mu.Unlock()
-	e.dial(t, "L1", "owner")
-	_, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "bogus"), nil) // failures count too
+	// Every answer carries the X-RateLimit-* headers (RULINGS R8), the
+	// 101 of an accepted upgrade included.
+	rateHeaders := func(resp *http.Response, remaining string) {
+		t.Helper()
+		require.Equal(t, "2", resp.Header.Get("X-RateLimit-Limit"))
+		require.Equal(t, remaining, resp.Header.Get("X-RateLimit-Remaining"))
+		require.Equal(t, "3", resp.Header.Get("X-RateLimit-Reset"))
+	}
+	ws, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "owner"), nil)
+	require.NoError(t, err)
+	require.Equal(t, 101, resp.StatusCode)
+	rateHeaders(resp, "1")
+	ws.Close()
+	_, resp, err = websocket.DefaultDialer.Dial(e.url("L1", "bogus"), nil) // failures count too
 	require.Error(t, err)
 	require.Equal(t, 401, resp.StatusCode)
+	rateHeaders(resp, "0")
 	resp.Body.Close()
 	_, resp, err = websocket.DefaultDialer.Dial(e.url("L1", "owner"), nil)
 	require.Error(t, err)
 	require.Equal(t, 429, resp.StatusCode)
+	rateHeaders(resp, "0")
 	require.Equal(t, "3", resp.Header.Get("Retry-After"))
 	p := problemOf(t, resp)
 	require.Equal(t, "rate_limited", p["error"].(map[string]any)["code"])
