@@ -11,21 +11,12 @@ import (
 )
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
-func bearer(r *http.Request) (string, bool) {
-	h := strings.TrimSpace(r.Header.Get("Authorization"))
-	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
-		return "", false
-	}
-	return strings.TrimSpace(h[7:]), true
-}
+func bearer(r *http.Request) (string, bool) { return yaps.BearerToken(r.Header.Get("Authorization")) }
 
 // code returns the permission code of a request: the bearer token (unless
 // it is an account key), else the k query parameter (INTERFACE §5.3).
 func (st *reqState) code() string {
-	if tok, ok := bearer(st.r); ok && !strings.HasPrefix(tok, yaps.AccountKeyPrefix) {
-		return tok
-	}
-	return st.r.URL.Query().Get("k")
+	return yaps.RequestCode(st.r.Header.Get("Authorization"), st.r.URL.Query().Get("k"))
 }
 
 // builtinAccount is the default AccountResolver: the service's built-in

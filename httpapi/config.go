@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 
 	"github.com/yaps-dev/yaps/yaps"
@@ -98,6 +99,10 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.Prefix == "/" {
 		return c, errors.New(`prefix must not be "/"`)
+	}
+	if path.Clean(c.Prefix) != c.Prefix {
+		// net/http's mux refuses (panics on) patterns with such paths.
+		return c, fmt.Errorf("prefix %q must be a clean path (no empty, . or .. segments)", c.Prefix)
 	}
 	if c.MaxBodyBytes < 0 {
 		return c, errors.New("MaxBodyBytes must not be negative")

@@ -342,6 +342,10 @@ func TestConfigValidate(t *testing.T) {
 	require.Error(t, httpapi.Config{TrustedProxies: []string{"10.0.0.0/33"}}.Validate())
 	require.Error(t, httpapi.Config{TrustedProxies: []string{"proxy.local"}}.Validate())
 	require.Error(t, httpapi.Config{Prefix: "api"}.Validate())
+	for _, unclean := range []string{"/api//v1", "/api/./v1", "/api/../v1", "/v1/."} {
+		require.ErrorContains(t, httpapi.Config{Prefix: unclean}.Validate(), "clean path", unclean)
+	}
+	require.NoError(t, httpapi.Config{Prefix: "/api/v1/"}.Validate()) // a trailing slash is trimmed
 	require.Error(t, httpapi.Config{MaxBodyBytes: -1}.Validate())
 	c := httpapi.Config{}.WithDefaults()
 	require.Equal(t, "/api/v1", c.Prefix)

@@ -31,6 +31,26 @@ func newSecret(prefix string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// BearerToken returns the token of an Authorization header value of the
+// Bearer scheme (case-insensitive), and whether it is one.
+func BearerToken(authorization string) (string, bool) {
+	h := strings.TrimSpace(authorization)
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false
+	}
+	return strings.TrimSpace(h[7:]), true
+}
+
+// RequestCode picks a request's permission code (RULINGS R4): the bearer
+// token of its Authorization header unless that is an account key, else its
+// k query parameter.
+func RequestCode(authorization, k string) string {
+	if tok, ok := BearerToken(authorization); ok && !strings.HasPrefix(tok, AccountKeyPrefix) {
+		return tok
+	}
+	return k
+}
+
 // WellFormedCode reports whether s has the exact shape of a permission code.
 func WellFormedCode(s string) bool { return wellFormed(s, CodePrefix) }
 

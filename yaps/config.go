@@ -2,7 +2,9 @@ package yaps
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -102,6 +104,12 @@ func (c Config) validate() error {
 	}
 	if c.DocIdleTimeout < 0 {
 		errs = append(errs, errors.New("DocIdleTimeout must not be negative"))
+	}
+	// PublicURL starts every sliceUrl and apiBase handed to clients: it
+	// must be a usable origin (plus an optional path).
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		errs = append(errs, fmt.Errorf("PublicURL %q must be an absolute http or https URL without query or fragment", c.PublicURL))
 	}
 	return errors.Join(errs...)
 }

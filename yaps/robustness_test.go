@@ -23,6 +23,15 @@ func TestConfig(t *testing.T) {
 	require.ErrorContains(t, err, "Store is required")
 	_, err = yaps.NewService(yaps.Config{Store: memstore.New(), DeletedRetention: -1})
 	require.ErrorContains(t, err, "DeletedRetention")
+	for _, bad := range []string{"notaurl", "ftp://x.example", "https://", "https://u:p@x.example", "https://x.example/?a=1", "https://x.example/#f", "http://x.example:port"} {
+		_, err = yaps.NewService(yaps.Config{Store: memstore.New(), PublicURL: bad})
+		require.ErrorContains(t, err, "PublicURL", bad)
+	}
+	for _, good := range []string{"http://127.0.0.1:4736", "https://x.example/base/"} {
+		s, err := yaps.NewService(yaps.Config{Store: memstore.New(), PublicURL: good, PurgeInterval: -1})
+		require.NoError(t, err, good)
+		require.NoError(t, s.Close())
+	}
 	c := yaps.Config{PublicURL: "https://x.example/", Prefix: "v1/"}.WithDefaults()
 	require.Equal(t, "https://x.example", c.PublicURL)
 	require.Equal(t, "/v1", c.Prefix)

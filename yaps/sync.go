@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"time"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
@@ -294,6 +295,12 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		if err == nil && old != nil && y.Kind != old.Kind {
 			err = Errorf(EINVALID, "a yap's kind cannot change")
 		}
+		if err == nil && old != nil && !y.CreatedAt.Equal(old.CreatedAt) {
+			err = Errorf(EINVALID, "a yap's createdAt is set by the server")
+		}
+		if err == nil && old != nil && y.UpdatedAt.Before(old.UpdatedAt) {
+			err = Errorf(EINVALID, "a yap's updatedAt cannot move back")
+		}
 		if err == nil && old != nil {
 			err = a.can(opWriteYap, old.Kind)
 		}
@@ -313,10 +320,16 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 				w.auditSyncUpdate(id)
 			}
 			m, isMap := v.(*yjs.Map)
-			if isMap && needsFill(m) {
+			switch {
+			case isMap && needsFill(m, y.Kind):
 				yy := y
 				fixes = append(fixes, func() { writeYap(m, yy) })
-			} else if !filled {
+			case isMap && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain:
+				// A sync edit that leaves updatedAt alone: stamp it, at
+				// most once per touchGrain, so HTTP readers see the change.
+				y.UpdatedAt = now
+				fixes = append(fixes, func() { m.Set("updatedAt", FormatTime(now)) })
+			case !filled:
 				valid[id] = y // exactly what commit would read
 			}
 		case old != nil:
@@ -364,10 +377,33 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	return nil
 }
 
-// needsFill reports whether a valid new yap's map lacks a server member.
-func needsFill(m *yjs.Map) bool {
+// touchGrain is how stale a yap's updatedAt may get under sync edits that
+// do not set it: the server stamps it on the first such edit after
+// touchGrain, so a stream of keystrokes costs one server update per yap per
+// touchGrain, not one per keystroke.
+const touchGrain = 10 * time.Second
+
+// textKeys are the members of each kind that R9 makes Y.Text.
+var textKeys = map[Kind][]string{KindTask: {"content"}, KindNote: {"title", "body"}, KindEvent: {"title"}}
+
+// needsFill reports whether a valid yap's map lacks a server member or holds
+// a member in another shape than R9's (a plain string for a Y.Text, a plain
+// array for tags): writeYap then puts it in the layout every peer expects.
+func needsFill(m *yjs.Map, kind Kind) bool {
 	for _, k := range []string{"id", "createdAt", "updatedAt"} {
 		if v, ok := m.Get(k); !ok || v == nil {
+			return true
+		}
+	}
+	for _, k := range textKeys[kind] {
+		if v, ok := m.Get(k); ok && v != nil {
+			if _, isText := v.(*yjs.Text); !isText {
+				return true
+			}
+		}
+	}
+	if v, ok := m.Get("tags"); ok && v != nil {
+		if _, isArray := v.(*yjs.Array); !isArray {
 			return true
 		}
 	}

@@ -226,6 +226,8 @@ func TestSyncCompensation(t *testing.T) {
 		{"status wrong type", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("status", 3.0) }},
 		{"status removed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Delete("status") }},
 		{"kind changed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("kind", "note") }},
+		{"createdAt changed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("createdAt", "2000-01-01T00:00:00.000Z") }},
+		{"updatedAt moved back", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("updatedAt", "1999-01-01T00:00:00.000Z") }},
 		{"field of another kind", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Set("body", yjs.NewText("b")) }},
 		{"yap replaced by a string", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("yaps").Set(y.ID, "gone") }},
 		{"agent edits a note", agent, func(t *testing.T, d *yjs.Doc) {
@@ -470,4 +472,123 @@ func TestPollingSeesRevocationsAndArchive(t *testing.T) {
 	}
 	require.Equal(t, ed.Permission.ID, seen[yaps.EventCodeRevoked].PermissionID)
 	require.Equal(t, owner.List.Ref, seen[yaps.EventListChanged].ListRef)
+}
+
+// TestSyncStampsUpdatedAt: a sync edit that leaves updatedAt alone gets it
+// stamped by the server, at most once per 10 s per yap; a client may move
+// updatedAt forward itself.
+func TestSyncStampsUpdatedAt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("a"), "", nil)
+	require.NoError(t, err)
+	p := newPeer(t, e, owner)
+	typeOn := func(s string) []yaps.Event {
+		t.Helper()
+		require.NoError(t, p.send(func(d *yjs.Doc) {
+			tx := text(t, ymap(t, d, y.ID), "content")
+			tx.Insert(tx.Len(), s, nil)
+		}))
+		return p.sync()
+	}
+	updatedAt := func() time.Time {
+		t.Helper()
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		v, _ := ymap(t, p.doc, y.ID).Get("updatedAt")
+		require.Equal(t, yaps.FormatTime(got.UpdatedAt), v, "the document and HTTP agree")
+		return got.UpdatedAt
+	}
+	created := updatedAt()
+
+	e.clock.Advance(9 * time.Second)
+	require.Len(t, typeOn("b"), 1, "within 10 s: no stamp")
+	require.Equal(t, created, updatedAt())
+
+	e.clock.Advance(2 * time.Second)
+	require.Len(t, typeOn("c"), 2, "the edit and the server's stamp")
+	stamped := updatedAt()
+	require.Equal(t, yaps.Truncate(e.clock.Now()), stamped)
+
+	e.clock.Advance(5 * time.Second)
+	require.Len(t, typeOn("d"), 1)
+	require.Equal(t, stamped, updatedAt())
+
+	// The client sets updatedAt itself: kept, no stamp.
+	e.clock.Advance(time.Minute)
+	mine := e.clock.Now().Add(-time.Second).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		m := ymap(t, d, y.ID)
+		text(t, m, "content").Insert(0, "x", nil)
+		m.Set("updatedAt", mine)
+	}))
+	require.Len(t, p.sync(), 1)
+	require.Equal(t, mine, yaps.FormatTime(updatedAt()))
+
+	// Two keystrokes in one write are stamped once.
+	e.clock.Advance(time.Minute)
+	d := docOf(t, e, owner)
+	type1 := clientUpdate(t, owner, d, "k1", func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(0, "1", nil) })
+	type2 := clientUpdate(t, owner, d, "k2", func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(0, "2", nil) })
+	for _, err := range e.svc.ApplyUpdates(e.ctx, owner.List.Ref, []yaps.ClientUpdate{type1, type2}) {
+		require.NoError(t, err)
+	}
+	require.Len(t, p.sync(), 3, "two updates and one stamp")
+	require.Equal(t, yaps.Truncate(e.clock.Now()), updatedAt())
+}
+
+// TestSyncNormalizesLayout: a valid write in another shape than R9's (a
+// plain string for a Y.Text, a plain array for tags) is kept, and the
+// server puts it in R9's layout for every peer.
+func TestSyncNormalizesLayout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("a"), "", nil)
+	require.NoError(t, err)
+	n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Title: yaps.Set("t"), Body: yaps.Set("b")}, "", nil)
+	require.NoError(t, err)
+	p := newPeer(t, e, owner)
+	// One shape at a time, on yaps that need nothing else.
+	for _, c := range []struct {
+		name string
+		edit func(d *yjs.Doc)
+	}{
+		{"plain content", func(d *yjs.Doc) { ymap(t, d, y.ID).Set("content", "plain content") }},
+		{"plain tags", func(d *yjs.Doc) { ymap(t, d, y.ID).Set("tags", []any{"x", "y"}) }},
+		{"plain note title", func(d *yjs.Doc) { ymap(t, d, n.ID).Set("title", "plain title") }},
+		{"plain note body", func(d *yjs.Doc) { ymap(t, d, n.ID).Set("body", "plain body") }},
+	} {
+		require.NoError(t, p.send(c.edit))
+		require.Len(t, p.sync(), 2, "%s: the update and the server's normalization", c.name)
+	}
+	for _, d := range []*yjs.Doc{p.doc, docOf(t, e, owner)} {
+		require.Equal(t, "plain content", text(t, ymap(t, d, y.ID), "content").String())
+		tags, _ := ymap(t, d, y.ID).Get("tags")
+		require.IsType(t, (*yjs.Array)(nil), tags)
+		require.Equal(t, []any{"x", "y"}, tags.(*yjs.Array).ToSlice())
+		require.Equal(t, "plain title", text(t, ymap(t, d, n.ID), "title").String())
+		require.Equal(t, "plain body", text(t, ymap(t, d, n.ID), "body").String())
+	}
+	got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+	require.NoError(t, err)
+	require.Equal(t, "plain content", got.Content)
+	require.Equal(t, []string{"x", "y"}, got.Tags)
+
+	// A new yap with plain members gets them in R9's shape with its
+	// server members.
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		m := yjs.NewMap()
+		d.GetMap("yaps").Set("plain-event", m)
+		m.Set("kind", "event")
+		m.Set("title", "party")
+		m.Set("startsAt", "2026-05-01T18:00:00.000Z")
+	}))
+	p.sync()
+	require.Equal(t, "party", text(t, ymap(t, p.doc, "plain-event"), "title").String())
+
+	// In R9's layout already: nothing more than the update itself.
+	require.NoError(t, p.send(func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(0, ">", nil) }))
+	require.Len(t, p.sync(), 1)
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -123,8 +124,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
-	if !strings.HasPrefix(m.Prefix, "/") || strings.HasSuffix(m.Prefix, "/") {
-		return fmt.Errorf("serve: --prefix must start with / and not end with /, got %q", m.Prefix)
+	if !strings.HasPrefix(m.Prefix, "/") || strings.HasSuffix(m.Prefix, "/") || path.Clean(m.Prefix) != m.Prefix {
+		return fmt.Errorf("serve: --prefix must be a clean path that starts with / and does not end with /, got %q", m.Prefix)
 	}
 	return nil
 }

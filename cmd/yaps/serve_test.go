@@ -137,6 +137,9 @@ func TestServeParseFlags(t *testing.T) {
 		},
 		{name: "prefix needs a leading slash", args: []string{"--prefix", "v1"}, wantErr: "--prefix"},
 		{name: "no trailing slash", args: []string{"--prefix", "/v1/"}, wantErr: "--prefix"},
+		{name: "no empty segment", args: []string{"--prefix", "/api//v1"}, wantErr: "--prefix"},
+		{name: "no dot segment", args: []string{"--prefix", "/api/./v1"}, wantErr: "--prefix"},
+		{name: "no dot-dot segment", env: map[string]string{"YAPS_PREFIX": "/api/../v1"}, wantErr: "--prefix"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "not defined"},
 	}
@@ -166,6 +169,8 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		"bad database":   {"--addr", "127.0.0.1:0", "--db", "mysql://nope"},
 		"bad rate limit": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--rate-limit", filepath.Join(t.TempDir(), "missing.json")},
 		"bad proxy":      {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--trusted-proxies", "not-a-cidr"},
+		"bad public url": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--public-url", "notaurl"},
+		"ftp public url": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--public-url", "ftp://x.example"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -173,6 +178,9 @@ func TestServeRefusesBadSettings(t *testing.T) {
 			require.NoError(t, m.ParseFlags(args, func(string) string { return "" }))
 			err := m.Run(context.Background())
 			require.Error(t, err)
+			if strings.Contains(name, "public url") {
+				require.ErrorContains(t, err, "PublicURL")
+			}
 			require.NoError(t, m.Close())
 		})
 	}

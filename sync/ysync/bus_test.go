@@ -3,6 +3,7 @@ package ysync
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -79,4 +80,50 @@ func skipAwareness(t *testing.T, c *client, id uint64) Message {
 			return m
 		}
 	}
+}
+
+// TestRemoteAwarenessExpires: a state from another process that is not
+// renewed within AwarenessTimeout (its process died without removing it)
+// is no longer handed to joiners; a renewed one, and a local one, stay.
+func TestRemoteAwarenessExpires(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	bus := newMemBus()
+	a := newEnv(t, Config{Broadcaster: bus.port(), AwarenessTimeout: timeout})
+	b := newEnv(t, Config{Broadcaster: bus.port(), AwarenessTimeout: timeout})
+
+	a1 := a.dial(t, "L1", "owner")
+	set := func(c *client, id, clock uint64, state string) {
+		t.Helper()
+		c.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: id, Clock: clock, State: state}})))
+	}
+	b1 := b.dial(t, "L1", "viewer")
+	set(b1, 9, 1, `{"u":"local"}`) // b's own client: never expires
+	// What a joiner on b is handed: the first awareness message with b's
+	// own client 9 in it (relays of 8 may come first).
+	joined := func() map[uint64]string {
+		t.Helper()
+		c := b.dial(t, "L1", "viewer")
+		defer c.ws.Close()
+		for {
+			if m := awarenessMap(t, c.nextOf(MsgAwareness)); m[9] != "" {
+				return m
+			}
+		}
+	}
+	require.Eventually(t, func() bool { return joined()[9] != "" }, 5*time.Second, 10*time.Millisecond)
+	set(a1, 7, 1, `{"u":"gone"}`)  // its process will "die": never renewed, never removed
+	set(a1, 8, 1, `{"u":"alive"}`) // renewed below
+	require.Eventually(t, func() bool { return len(joined()) == 3 }, 5*time.Second, 10*time.Millisecond)
+
+	// Renew 8 until 7 is past the timeout.
+	deadline := time.Now().Add(timeout + 300*time.Millisecond)
+	for clock := uint64(2); time.Now().Before(deadline); clock++ {
+		set(a1, 8, clock, `{"u":"alive"}`)
+		time.Sleep(timeout / 10)
+	}
+	got := joined()
+	require.NotContains(t, got, uint64(7))
+	require.Equal(t, `{"u":"alive"}`, got[8])
+	require.Equal(t, `{"u":"local"}`, got[9])
 }

@@ -91,6 +91,12 @@ type Config struct {
 	// MaxAwarenessIDsPerConn caps the awareness client IDs one connection
 	// may control (one per Y.Doc it syncs, normally one). Default: 32.
 	MaxAwarenessIDsPerConn int
+	// AwarenessTimeout is how long a state relayed from another process
+	// stays without renewal. Clients renew theirs every 15 s; one that is
+	// not renewed belongs to a process that died without removing it, and
+	// is then no longer given to joiners (clients drop it on their own
+	// after the same time, y-protocols' outdatedTimeout). Default: 30s.
+	AwarenessTimeout time.Duration
 
 	// OpTimeout bounds each service call made for a message (apply,
 	// encode). Default: 15s.
@@ -150,6 +156,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxAwarenessStateBytes, 64<<10)
 	def(&c.MaxAwarenessStates, 4_096)
 	def(&c.MaxAwarenessIDsPerConn, 32)
+	defDur(&c.AwarenessTimeout, 30*time.Second)
 	defDur(&c.OpTimeout, 15*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -178,8 +185,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: IdleUnload must not be negative")
 	case c.PingPeriod <= 0 || c.PongWait <= c.PingPeriod:
 		return fmt.Errorf("ysync: PongWait (%v) must exceed PingPeriod (%v)", c.PongWait, c.PingPeriod)
-	case c.WriteWait <= 0 || c.OpTimeout <= 0 || c.SendQueueWait <= 0:
-		return fmt.Errorf("ysync: WriteWait, OpTimeout and SendQueueWait must be positive")
+	case c.WriteWait <= 0 || c.OpTimeout <= 0 || c.SendQueueWait <= 0 || c.AwarenessTimeout <= 0:
+		return fmt.Errorf("ysync: WriteWait, OpTimeout, SendQueueWait and AwarenessTimeout must be positive")
 	case c.SendQueueMessages < 8:
 		return fmt.Errorf("ysync: SendQueueMessages %d is below 8 (a connect alone queues several frames)", c.SendQueueMessages)
 	case c.SendQueueBytes < c.MaxMessageSize:

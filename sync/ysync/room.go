@@ -55,7 +55,8 @@ type room struct {
 type awState struct {
 	clock uint64
 	state string
-	owner *conn // the local connection that set it; nil when remote
+	owner *conn     // the local connection that set it; nil when remote
+	seen  time.Time // when the state was last set (expires remote ones)
 }
 
 func newRoom(s *Server, ref string) *room {
@@ -175,6 +176,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	r.mu.Lock()
 	accepted := entries[:0]
 	var overLimit bool
@@ -235,7 +237,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 		if st.state == "" {
 			r.live++
 		}
-		st.clock, st.state = e.Clock, e.State
+		st.clock, st.state, st.seen = e.Clock, e.State, now
 		accepted = append(accepted, e)
 	}
 	r.mu.Unlock()
@@ -265,6 +267,19 @@ func (r *room) trimLocked() {
 	}
 }
 
+// expireLocked removes the remote states not renewed within
+// AwarenessTimeout: their process died before it could remove them. Local
+// clients drop them on their own; joiners must not be handed them.
+func (r *room) expireLocked() {
+	cutoff := time.Now().Add(-r.s.cfg.AwarenessTimeout)
+	for _, st := range r.aw {
+		if st.owner == nil && st.state != "" && st.seen.Before(cutoff) {
+			st.state = ""
+			r.live--
+		}
+	}
+}
+
 // awarenessFrame returns an awareness message with every current state, or
 // nil when there is none.
 func (r *room) awarenessFrame() []byte {
@@ -274,6 +289,7 @@ func (r *room) awarenessFrame() []byte {
 }
 
 func (r *room) awarenessFrameLocked() []byte {
+	r.expireLocked()
 	if r.live == 0 {
 		return nil
 	}

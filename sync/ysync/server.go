@@ -225,7 +225,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, "not_found", "list not found")
 		return
 	}
-	code := r.URL.Query().Get("k")
+	code := yaps.RequestCode(r.Header.Get("Authorization"), r.URL.Query().Get("k")) // R4: either carries it
 	// Service calls use the server's context, not the request's: deriving
 	// from the request context would leave allocations on it for the
 	// lifetime of the socket.

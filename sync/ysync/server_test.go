@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/yaps-dev/yaps/yaps"
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
 
@@ -228,6 +229,35 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 	p := problemOf(t, resp)
 	require.Equal(t, "unavailable", p["error"].(map[string]any)["code"])
 	resp.Body.Close()
+}
+
+// TestBearerCode: the code may come as Authorization: Bearer instead of k
+// (RULINGS R4); an account key there is not a code, and k then counts.
+func TestBearerCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	bare := "ws" + strings.TrimPrefix(e.ts.URL, "http") + prefix + "/lists/L1/sync"
+	for _, tc := range []struct {
+		url, auth string
+		status    int
+	}{
+		{bare, "Bearer owner", 101},
+		{bare, "bearer  viewer ", 101},
+		{bare, "Bearer bogus", 401},
+		{bare, "Basic owner", 401},
+		{bare, "Bearer " + yaps.AccountKeyPrefix + "x", 401},
+		{e.url("L1", "owner"), "Bearer " + yaps.AccountKeyPrefix + "x", 101},
+	} {
+		ws, resp, err := websocket.DefaultDialer.Dial(tc.url, http.Header{"Authorization": {tc.auth}})
+		require.Equal(t, tc.status, resp.StatusCode, tc)
+		if tc.status == 101 {
+			require.NoError(t, err)
+			ws.Close()
+		} else {
+			require.Error(t, err)
+		}
+		resp.Body.Close()
+	}
 }
 
 func TestSyncRelay(t *testing.T) {
