@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -124,8 +123,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
-	if !strings.HasPrefix(m.Prefix, "/") || strings.HasSuffix(m.Prefix, "/") || path.Clean(m.Prefix) != m.Prefix {
-		return fmt.Errorf("serve: --prefix must be a clean path that starts with / and does not end with /, got %q", m.Prefix)
+	if strings.HasSuffix(m.Prefix, "/") {
+		return fmt.Errorf("serve: --prefix must not end with /, got %q", m.Prefix)
+	}
+	if err := (httpapi.Config{Prefix: m.Prefix}).Validate(); err != nil {
+		return fmt.Errorf("serve: --prefix: %w", err)
 	}
 	return nil
 }
