@@ -306,7 +306,8 @@ func (s *Service) Rollup(ctx context.Context, a *Actor, acct *Account) (merged b
 }
 
 // Audit returns a page of the audit log (owner), oldest first. cursor is
-// the NextCursor of the previous page; limit as in ListYaps.
+// the NextCursor of the previous page on this list (another list's is
+// EINVALID); limit as in ListYaps.
 func (s *Service) Audit(ctx context.Context, a *Actor, cursor string, limit int) (*AuditPage, error) {
 	if err := a.can(opAudit, ""); err != nil {
 		return nil, err
@@ -317,7 +318,7 @@ func (s *Service) Audit(ctx context.Context, a *Actor, cursor string, limit int)
 	}
 	var after int64
 	if cursor != "" {
-		if after, err = decodeSeqCursor(cursor); err != nil {
+		if after, err = decodeSeqCursor(a.List.Ref, cursor); err != nil {
 			return nil, err
 		}
 	}
@@ -328,7 +329,7 @@ func (s *Service) Audit(ctx context.Context, a *Actor, cursor string, limit int)
 	page := &AuditPage{Entries: es}
 	if len(es) > n {
 		page.Entries = es[:n]
-		page.NextCursor = encodeSeqCursor(es[n-1].Seq)
+		page.NextCursor = encodeSeqCursor(a.List.Ref, es[n-1].Seq)
 	}
 	return page, nil
 }

@@ -1,7 +1,9 @@
 package yaps
 
 import (
+	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"regexp"
 	"strconv"
@@ -39,21 +41,69 @@ var yapIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // A-Za-z0-9_- (RULINGS R9).
 func ValidYapID(id string) bool { return yapIDPattern.MatchString(id) }
 
-// Cursors are opaque to clients: unpadded base64url of
-// "<createdAt unix millis>.<yap id>" for yaps and of the last audit seq for
-// the audit log. Anything else is EINVALID.
+// Cursors are opaque to clients and bound to the list they were issued
+// for: unpadded base64url of
+//
+//	'Y' <tag> "<createdAt unix millis>.<yap id>"   (GET /lists/{ref}/yaps)
+//	'A' <tag> "<audit seq>"                       (GET /lists/{ref}/audit)
+//
+// where <tag> is the first cursorTagLen bytes of SHA-256("yaps cursor\x00" +
+// list ref). A cursor decodes only on the endpoint (first byte) and the list
+// (tag) it came from; anything else, another list's cursor included, is
+// EINVALID, like any malformed cursor, rather than a position that silently
+// skips items. The tag is a guard against mix-ups, not a secret: cursors are
+// positions, not credentials. Cursors of the earlier unbound format (a
+// decimal digit or 'a' first) are EINVALID too: a client paging across an
+// upgrade gets 400 once and starts again from the first page.
 
-func encodeYapCursor(c YapCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMilli(), 10) + "." + c.ID))
+// cursorTagLen is the length of the list tag in a cursor: 6 bytes (8
+// base64url characters), so two lists' cursors agree by accident with
+// probability 2^-48.
+const cursorTagLen = 6
+
+const (
+	yapCursorKind   = 'Y'
+	auditCursorKind = 'A'
+)
+
+func cursorTag(ref string) [cursorTagLen]byte {
+	h := sha256.Sum256([]byte("yaps cursor\x00" + ref))
+	return [cursorTagLen]byte(h[:cursorTagLen])
 }
 
-func decodeYapCursor(s string) (*YapCursor, error) {
-	bad := Errorf(EINVALID, "cursor is not valid")
+// encodeCursor returns the cursor of kind for list ref with payload.
+func encodeCursor(kind byte, ref, payload string) string {
+	tag := cursorTag(ref)
+	b := make([]byte, 0, 1+cursorTagLen+len(payload))
+	b = append(append(append(b, kind), tag[:]...), payload...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor returns the payload of s if it is a cursor of kind for list
+// ref.
+func decodeCursor(kind byte, ref, s string) (string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	if err != nil || len(b) <= 1+cursorTagLen || b[0] != kind {
+		return "", false
+	}
+	tag := cursorTag(ref)
+	if !bytes.Equal(b[1:1+cursorTagLen], tag[:]) {
+		return "", false
+	}
+	return string(b[1+cursorTagLen:]), true
+}
+
+func encodeYapCursor(ref string, c YapCursor) string {
+	return encodeCursor(yapCursorKind, ref, strconv.FormatInt(c.CreatedAt.UnixMilli(), 10)+"."+c.ID)
+}
+
+func decodeYapCursor(ref, s string) (*YapCursor, error) {
+	bad := Errorf(EINVALID, "cursor is not valid")
+	p, ok := decodeCursor(yapCursorKind, ref, s)
+	if !ok {
 		return nil, bad
 	}
-	ms, id, ok := strings.Cut(string(b), ".")
+	ms, id, ok := strings.Cut(p, ".")
 	if !ok || !ValidYapID(id) {
 		return nil, bad
 	}
@@ -64,17 +114,17 @@ func decodeYapCursor(s string) (*YapCursor, error) {
 	return &YapCursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
 }
 
-func encodeSeqCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("a" + strconv.FormatInt(seq, 10)))
+func encodeSeqCursor(ref string, seq int64) string {
+	return encodeCursor(auditCursorKind, ref, strconv.FormatInt(seq, 10))
 }
 
-func decodeSeqCursor(s string) (int64, error) {
+func decodeSeqCursor(ref, s string) (int64, error) {
 	bad := Errorf(EINVALID, "cursor is not valid")
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 2 || b[0] != 'a' {
+	p, ok := decodeCursor(auditCursorKind, ref, s)
+	if !ok {
 		return 0, bad
 	}
-	n, err := strconv.ParseInt(string(b[1:]), 10, 64)
+	n, err := strconv.ParseInt(p, 10, 64)
 	if err != nil || n < 0 {
 		return 0, bad
 	}

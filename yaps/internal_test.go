@@ -94,20 +94,21 @@ func TestTextDiff(t *testing.T) {
 
 func TestCursors(t *testing.T) {
 	t.Parallel()
+	const ref = "AAAAAAAAAAAAAAAAAAAAAA"
 	c := YapCursor{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC), ID: "0193-abc_D"}
-	got, err := decodeYapCursor(encodeYapCursor(c))
+	got, err := decodeYapCursor(ref, encodeYapCursor(ref, c))
 	require.NoError(t, err)
 	require.True(t, c.CreatedAt.Equal(got.CreatedAt))
 	require.Equal(t, c.ID, got.ID)
 	for _, bad := range []string{"", "!!!", "bm9wZQ", "MTIz", "LTEuYWJj", "MTIzLg", "MTIzLmEvYg"} {
-		_, err := decodeYapCursor(bad)
+		_, err := decodeYapCursor(ref, bad)
 		require.Equal(t, EINVALID, ErrorCode(err), bad)
 	}
-	n, err := decodeSeqCursor(encodeSeqCursor(42))
+	n, err := decodeSeqCursor(ref, encodeSeqCursor(ref, 42))
 	require.NoError(t, err)
 	require.EqualValues(t, 42, n)
-	for _, bad := range []string{"", "???", encodeYapCursor(c)} {
-		_, err := decodeSeqCursor(bad)
+	for _, bad := range []string{"", "???", encodeYapCursor(ref, c)} {
+		_, err := decodeSeqCursor(ref, bad)
 		require.Equal(t, EINVALID, ErrorCode(err), bad)
 	}
 	for in, want := range map[int]int{0: 50, 1: 1, 200: 200} {

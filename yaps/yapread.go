@@ -11,11 +11,12 @@ func (s *Service) expired(y *Yap) bool {
 }
 
 // ListYaps returns a page of yaps in (createdAt, id) order; cursor is the
-// opaque NextCursor of the previous page (a bad one is EINVALID); limit 0
-// means the default (50), below 0 or above 200 is EINVALID. Soft-deleted
-// yaps are included only with includeDeleted, and never once past the
-// retention. A page can be shorter than limit when expired yaps were
-// skipped; only an empty NextCursor marks the end.
+// opaque NextCursor of the previous page on this list (a bad one, or one
+// issued for another list, is EINVALID); limit 0 means the default (50),
+// below 0 or above 200 is EINVALID. Soft-deleted yaps are included only
+// with includeDeleted, and never once past the retention. A page can be
+// shorter than limit when expired yaps were skipped; only an empty
+// NextCursor marks the end.
 func (s *Service) ListYaps(ctx context.Context, a *Actor, cursor string, limit int, includeDeleted bool) (*YapPage, error) {
 	if err := a.can(opRead, ""); err != nil {
 		return nil, err
@@ -26,7 +27,7 @@ func (s *Service) ListYaps(ctx context.Context, a *Actor, cursor string, limit i
 	}
 	q := YapQuery{Limit: n + 1, IncludeDeleted: includeDeleted}
 	if cursor != "" {
-		if q.After, err = decodeYapCursor(cursor); err != nil {
+		if q.After, err = decodeYapCursor(a.List.Ref, cursor); err != nil {
 			return nil, err
 		}
 	}
@@ -38,7 +39,7 @@ func (s *Service) ListYaps(ctx context.Context, a *Actor, cursor string, limit i
 	for i, y := range raw {
 		if i == n {
 			last := raw[n-1]
-			page.NextCursor = encodeYapCursor(YapCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+			page.NextCursor = encodeYapCursor(a.List.Ref, YapCursor{CreatedAt: last.CreatedAt, ID: last.ID})
 			break
 		}
 		if y.DeletedAt != nil && (!includeDeleted || s.expired(y)) {
