@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path"
 	"strings"
 
 	"github.com/yaps-dev/yaps/yaps"
@@ -94,15 +93,8 @@ func (c Config) Validate() error {
 // validate checks c (defaults applied) and returns it with the trusted proxy
 // list parsed.
 func (c Config) validate() (Config, error) {
-	if !strings.HasPrefix(c.Prefix, "/") || strings.ContainsAny(c.Prefix, "{}? #") {
-		return c, fmt.Errorf("prefix %q must be a path starting with /", c.Prefix)
-	}
-	if c.Prefix == "/" {
-		return c, errors.New(`prefix must not be "/"`)
-	}
-	if path.Clean(c.Prefix) != c.Prefix {
-		// net/http's mux refuses (panics on) patterns with such paths.
-		return c, fmt.Errorf("prefix %q must be a clean path (no empty, . or .. segments)", c.Prefix)
+	if err := yaps.CheckPrefix(c.Prefix); err != nil {
+		return c, err
 	}
 	if c.MaxBodyBytes < 0 {
 		return c, errors.New("MaxBodyBytes must not be negative")

@@ -4,12 +4,17 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // CORS lets browser apps on the given origins call the API. Codes travel as
 // bearer tokens, never cookies, so no credentials mode is offered and a
 // cross-origin page can do nothing without a code. "*" allows every origin.
-// With no origins, next is returned unchanged (same-origin only).
+// With no origins, next is returned unchanged (same-origin only). Entries
+// are compared in their canonical form (yaps.CanonicalOrigin), so
+// "https://app.example/" matches the Origin "https://app.example"; CORS
+// panics on an entry that is not an origin, as Mount does on a bad Config.
 //
 // Wrap the whole mux (not only the API) so preflight requests for every
 // route are answered: mux.Handle would otherwise send OPTIONS to the API's
@@ -17,6 +22,10 @@ import (
 func CORS(origins []string, next http.Handler) http.Handler {
 	if len(origins) == 0 {
 		return next
+	}
+	origins, err := yaps.CanonicalOrigins(origins)
+	if err != nil {
+		panic("httpapi: CORS: " + err.Error())
 	}
 	any := slices.Contains(origins, "*")
 	allowed := func(origin string) bool {

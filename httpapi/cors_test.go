@@ -29,6 +29,8 @@ func TestCORS(t *testing.T) {
 		{name: "preflight answered", origins: []string{"*"}, method: "OPTIONS", origin: "https://x.example", preflight: true, wantStatus: http.StatusNoContent, wantAllowed: "https://x.example"},
 		{name: "preflight of unlisted origin passes through", origins: []string{"https://app.example"}, method: "OPTIONS", origin: "https://x.example", preflight: true, wantStatus: http.StatusTeapot},
 		{name: "no origin header", origins: []string{"*"}, method: "GET", wantStatus: http.StatusTeapot},
+		{name: "entry in another spelling", origins: []string{"HTTPS://App.Example:443/"}, method: "OPTIONS", origin: "https://app.example", preflight: true, wantStatus: http.StatusNoContent, wantAllowed: "https://app.example"},
+		{name: "entry with a port", origins: []string{"http://localhost:5173/"}, method: "GET", origin: "http://localhost:5173", wantStatus: http.StatusTeapot, wantAllowed: "http://localhost:5173"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +56,15 @@ func TestCORS(t *testing.T) {
 				require.Contains(t, rec.Header().Get("Access-Control-Expose-Headers"), "Retry-After")
 			}
 		})
+	}
+}
+
+// TestCORSRefusesNonOrigins: an entry that can never match an Origin header
+// is a configuration error, not a silent no-op.
+func TestCORSRefusesNonOrigins(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"app.example", "https://app.example/api", "ftp://app.example", ""} {
+		require.Panics(t, func() { httpapi.CORS([]string{bad}, http.NotFoundHandler()) }, bad)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 )
@@ -88,6 +89,24 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// CheckPrefix reports whether prefix can prefix the API's paths, in links
+// (apiBase, sliceUrl) and as a net/http mux pattern: a clean path that
+// starts with "/", is not "/" itself and has no empty, "." or ".." segment,
+// no trailing slash, and none of the characters { } ? # or space.
+func CheckPrefix(prefix string) error {
+	if !strings.HasPrefix(prefix, "/") || strings.ContainsAny(prefix, "{}? #") {
+		return fmt.Errorf("prefix %q must be a path starting with /", prefix)
+	}
+	if prefix == "/" {
+		return errors.New(`prefix must not be "/"`)
+	}
+	if path.Clean(prefix) != prefix {
+		// net/http's mux refuses (panics on) patterns with such paths.
+		return fmt.Errorf("prefix %q must be a clean path (no empty, . or .. segments, no trailing slash)", prefix)
+	}
+	return nil
+}
+
 func (c Config) validate() error {
 	var errs []error
 	if c.Store == nil {
@@ -104,6 +123,9 @@ func (c Config) validate() error {
 	}
 	if c.DocIdleTimeout < 0 {
 		errs = append(errs, errors.New("DocIdleTimeout must not be negative"))
+	}
+	if err := CheckPrefix(c.Prefix); err != nil {
+		errs = append(errs, err)
 	}
 	// PublicURL starts every sliceUrl and apiBase handed to clients: it
 	// must be a usable origin (plus an optional path).

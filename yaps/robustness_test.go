@@ -27,6 +27,10 @@ func TestConfig(t *testing.T) {
 		_, err = yaps.NewService(yaps.Config{Store: memstore.New(), PublicURL: bad})
 		require.ErrorContains(t, err, "PublicURL", bad)
 	}
+	for _, bad := range []string{"/a b", "/v1?x", "/api//v1", "/api/../v1", "/"} {
+		_, err = yaps.NewService(yaps.Config{Store: memstore.New(), Prefix: bad})
+		require.ErrorContains(t, err, "prefix", bad)
+	}
 	for _, good := range []string{"http://127.0.0.1:4736", "https://x.example/base/"} {
 		s, err := yaps.NewService(yaps.Config{Store: memstore.New(), PublicURL: good, PurgeInterval: -1})
 		require.NoError(t, err, good)

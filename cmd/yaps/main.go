@@ -36,12 +36,24 @@ func register(name, summary string, run func(ctx context.Context, args []string,
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownSignals()
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "yaps:", err)
 		os.Exit(1)
 	}
+}
+
+// shutdownSignals returns a context cancelled by the first SIGINT or
+// SIGTERM. The signals then get their default action back, so a second one
+// ends the process at once instead of waiting out a graceful shutdown.
+func shutdownSignals() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

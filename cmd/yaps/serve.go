@@ -65,9 +65,12 @@ type Main struct {
 	PublicURL  string // --public-url, YAPS_PUBLIC_URL
 	RateLimit  string // --rate-limit, YAPS_RATE_LIMIT: default, off or a file
 	Redis      string // --redis, YAPS_REDIS
+	RedisKeys  string // --redis-prefix, YAPS_REDIS_PREFIX: start of every rate-limit key in Redis
 	Origins    string // --allowed-origins, YAPS_ALLOWED_ORIGINS: comma-separated, "*" for all
 	Proxies    string // --trusted-proxies, YAPS_TRUSTED_PROXIES: comma-separated CIDRs
+	LogLevel   string // --log-level, YAPS_LOG_LEVEL: debug (one line per request), info, warn or error
 
+	level    slog.LevelVar
 	logger   *slog.Logger
 	ln       net.Listener
 	server   *http.Server
@@ -82,13 +85,15 @@ type Main struct {
 
 // NewMain returns a Main with the documented defaults, logging to logw.
 func NewMain(logw io.Writer) *Main {
-	return &Main{
+	m := &Main{
 		ListenAddr: "127.0.0.1:4736",
 		DB:         "sqlite:yaps.db",
 		Prefix:     "/api/v1",
 		RateLimit:  "default",
-		logger:     slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		LogLevel:   "info",
 	}
+	m.logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: &m.level}))
+	return m
 }
 
 // ParseFlags reads settings from the environment (YAPS_*) and then from
@@ -105,8 +110,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	env(&m.PublicURL, "YAPS_PUBLIC_URL")
 	env(&m.RateLimit, "YAPS_RATE_LIMIT")
 	env(&m.Redis, "YAPS_REDIS")
+	env(&m.RedisKeys, "YAPS_REDIS_PREFIX")
 	env(&m.Origins, "YAPS_ALLOWED_ORIGINS")
 	env(&m.Proxies, "YAPS_TRUSTED_PROXIES")
+	env(&m.LogLevel, "YAPS_LOG_LEVEL")
 
 	fs := flag.NewFlagSet("yaps serve", flag.ContinueOnError)
 	fs.StringVar(&m.ListenAddr, "addr", m.ListenAddr, "listen address (YAPS_ADDR)")
@@ -115,8 +122,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&m.PublicURL, "public-url", m.PublicURL, "external origin for sliceUrl and apiBase; default http://ADDR (YAPS_PUBLIC_URL)")
 	fs.StringVar(&m.RateLimit, "rate-limit", m.RateLimit, "rate limits: default, off, or a JSON file (YAPS_RATE_LIMIT)")
 	fs.StringVar(&m.Redis, "redis", m.Redis, "Redis URL to share rate limits between processes (YAPS_REDIS)")
+	fs.StringVar(&m.RedisKeys, "redis-prefix", m.RedisKeys, "start of every rate-limit key in Redis, to keep deployments sharing one Redis apart; default "+ratelimit.DefaultKeyPrefix+" (YAPS_REDIS_PREFIX)")
 	fs.StringVar(&m.Origins, "allowed-origins", m.Origins, "browser origins allowed to call the API (CORS) and open sync sockets, comma-separated, * for any; default same origin only (YAPS_ALLOWED_ORIGINS)")
 	fs.StringVar(&m.Proxies, "trusted-proxies", m.Proxies, "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client IP (YAPS_TRUSTED_PROXIES)")
+	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug (adds one line per request, codes redacted), info, warn or error (YAPS_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,6 +137,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if err := (httpapi.Config{Prefix: m.Prefix}).Validate(); err != nil {
 		return fmt.Errorf("serve: --prefix: %w", err)
+	}
+	if _, err := yaps.CanonicalOrigins(splitList(m.Origins)); err != nil {
+		return fmt.Errorf("serve: --allowed-origins: %w", err)
+	}
+	if err := m.level.UnmarshalText([]byte(m.LogLevel)); err != nil {
+		return fmt.Errorf("serve: --log-level must be debug, info, warn or error, got %q", m.LogLevel)
 	}
 	return nil
 }
@@ -207,7 +222,7 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 
 	m.server = &http.Server{
-		Handler:           accessLog(m.logger, httpapi.CORS(splitList(m.Origins), mux)),
+		Handler:           accessLog(m.logger, m.Prefix, httpapi.CORS(splitList(m.Origins), mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
@@ -225,6 +240,7 @@ func (m *Main) limiter() (yaps.Limiter, error) {
 		return nil, fmt.Errorf("serve: --rate-limit: %w", err)
 	}
 	cfg.Redis = m.Redis
+	cfg.KeyPrefix = m.RedisKeys
 	if cfg.Disabled {
 		return yaps.Unlimited{}, nil
 	}
@@ -236,15 +252,22 @@ func (m *Main) limiter() (yaps.Limiter, error) {
 	return lim, nil
 }
 
-// Close stops accepting requests, lets running ones finish (up to 10 s),
-// closes sync connections and then the store.
+// shutdownGrace is how long Close lets running requests finish.
+const shutdownGrace = 10 * time.Second
+
+// Close stops accepting requests, lets running ones finish (up to
+// shutdownGrace), closes sync connections and then the store.
 func (m *Main) Close() error {
 	m.closing.Store(true)
 	var errs []error
 	if m.server != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
-		errs = append(errs, m.server.Shutdown(ctx))
+		if err := m.server.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			errs = append(errs, fmt.Errorf("serve: shutdown: requests still running after %v were cut off", shutdownGrace))
+		} else {
+			errs = append(errs, err)
+		}
 	} else if m.ln != nil {
 		errs = append(errs, m.ln.Close())
 	}
@@ -276,11 +299,15 @@ func splitList(s string) []string {
 	return out
 }
 
-// accessLog logs one line per request. Codes travel in the k query
-// parameter, so the query is logged with k redacted.
-func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
+// accessLog logs, at debug level, one line per request that httpapi does
+// not log itself: sync connections, /healthz and paths outside the API.
+// Codes travel in the k query parameter, so the query is logged with k
+// redacted.
+func accessLog(logger *slog.Logger, prefix string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !logger.Enabled(r.Context(), slog.LevelDebug) {
+		p := r.URL.Path
+		if !logger.Enabled(r.Context(), slog.LevelDebug) ||
+			(strings.HasPrefix(p, prefix+"/") && !strings.HasSuffix(p, "/sync")) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -28,7 +28,7 @@ const childEnv = "YAPS_TEST_SERVE_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		ctx, stop := context.WithCancel(context.Background())
+		ctx, stop := shutdownSignals()
 		defer stop()
 		if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "yaps:", err)
@@ -123,17 +123,18 @@ func TestServeParseFlags(t *testing.T) {
 		want    settings
 		wantErr string
 	}{
-		{name: "defaults", want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default"}},
+		{name: "defaults", want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default", LogLevel: "info"}},
 		{
 			name: "environment",
-			env:  map[string]string{"YAPS_ADDR": ":9000", "YAPS_DB": "sqlite::memory:", "YAPS_PREFIX": "/v1", "YAPS_RATE_LIMIT": "off", "YAPS_REDIS": "redis://r", "YAPS_PUBLIC_URL": "https://y.example"},
-			want: settings{ListenAddr: ":9000", DB: "sqlite::memory:", Prefix: "/v1", RateLimit: "off", Redis: "redis://r", PublicURL: "https://y.example"},
+			env: map[string]string{"YAPS_ADDR": ":9000", "YAPS_DB": "sqlite::memory:", "YAPS_PREFIX": "/v1", "YAPS_RATE_LIMIT": "off", "YAPS_REDIS": "redis://r",
+				"YAPS_REDIS_PREFIX": "blue:rl", "YAPS_PUBLIC_URL": "https://y.example", "YAPS_LOG_LEVEL": "debug"},
+			want: settings{ListenAddr: ":9000", DB: "sqlite::memory:", Prefix: "/v1", RateLimit: "off", Redis: "redis://r", RedisKeys: "blue:rl", PublicURL: "https://y.example", LogLevel: "debug"},
 		},
 		{
 			name: "flags win over environment",
-			env:  map[string]string{"YAPS_ADDR": ":9000", "YAPS_DB": "sqlite:a.db"},
-			args: []string{"--addr", ":9001", "--db", "postgres://x/y"},
-			want: settings{ListenAddr: ":9001", DB: "postgres://x/y", Prefix: "/api/v1", RateLimit: "default"},
+			env:  map[string]string{"YAPS_ADDR": ":9000", "YAPS_DB": "sqlite:a.db", "YAPS_REDIS_PREFIX": "blue:rl"},
+			args: []string{"--addr", ":9001", "--db", "postgres://x/y", "--redis-prefix", "green:rl", "--log-level", "warn"},
+			want: settings{ListenAddr: ":9001", DB: "postgres://x/y", Prefix: "/api/v1", RateLimit: "default", RedisKeys: "green:rl", LogLevel: "warn"},
 		},
 		{name: "prefix needs a leading slash", args: []string{"--prefix", "v1"}, wantErr: "--prefix"},
 		{name: "no trailing slash", args: []string{"--prefix", "/v1/"}, wantErr: "--prefix"},
@@ -142,6 +143,9 @@ func TestServeParseFlags(t *testing.T) {
 		{name: "no dot-dot segment", env: map[string]string{"YAPS_PREFIX": "/api/../v1"}, wantErr: "--prefix"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "not defined"},
+		{name: "origin without scheme", args: []string{"--allowed-origins", "https://ok.example,app.example"}, wantErr: "--allowed-origins"},
+		{name: "origin with a path", env: map[string]string{"YAPS_ALLOWED_ORIGINS": "https://app.example/x"}, wantErr: "--allowed-origins"},
+		{name: "unknown log level", args: []string{"--log-level", "verbose"}, wantErr: "--log-level"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,6 +163,8 @@ func TestServeParseFlags(t *testing.T) {
 			require.Equal(t, tt.want.RateLimit, m.RateLimit)
 			require.Equal(t, tt.want.Redis, m.Redis)
 			require.Equal(t, tt.want.PublicURL, m.PublicURL)
+			require.Equal(t, tt.want.RedisKeys, m.RedisKeys)
+			require.Equal(t, tt.want.LogLevel, m.LogLevel)
 		})
 	}
 }
@@ -278,7 +284,7 @@ func TestServeCrashSafety(t *testing.T) {
 }
 
 // settings are the parsed fields of Main a flag test compares.
-type settings struct{ ListenAddr, DB, Prefix, RateLimit, Redis, PublicURL string }
+type settings struct{ ListenAddr, DB, Prefix, RateLimit, Redis, RedisKeys, PublicURL, LogLevel string }
 
 func startMain(t *testing.T, args ...string) *Main {
 	t.Helper()
@@ -293,12 +299,7 @@ func startMain(t *testing.T, args ...string) *Main {
 // until it answers /healthz. stop sends a signal and waits for the exit.
 func startChild(t *testing.T, db string) (addr string, stop func(os.Signal)) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--db", db, "--rate-limit", "off")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
+	cmd, addr := startChildCmd(t, db)
 	var once sync.Once
 	stop = func(sig os.Signal) {
 		once.Do(func() {
@@ -307,13 +308,27 @@ func startChild(t *testing.T, db string) (addr string, stop func(os.Signal)) {
 		})
 	}
 	t.Cleanup(func() { stop(syscall.SIGKILL) })
+	return addr, stop
+}
+
+// startChildCmd is startChild for tests that signal and wait themselves;
+// the process is killed at cleanup.
+func startChildCmd(t *testing.T, db string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--db", db, "--rate-limit", "off")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err, "child server did not start")
 	// "yaps listening on http://ADDR/api/v1"
 	fields := strings.Fields(line)
 	require.NotEmpty(t, fields)
-	addr = strings.TrimPrefix(fields[len(fields)-1], "http://")
+	addr := strings.TrimPrefix(fields[len(fields)-1], "http://")
 	addr = strings.TrimSuffix(addr, "/api/v1")
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	require.Eventually(t, func() bool {
@@ -324,7 +339,7 @@ func startChild(t *testing.T, db string) (addr string, stop func(os.Signal)) {
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond)
-	return addr, stop
+	return cmd, addr
 }
 
 func doJSON(t *testing.T, method, url, code, body string, wantStatus int, out any) {

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -33,7 +34,7 @@ import (
 const prefix = "/yaps/v1"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app, err := newApp(ctx, "file:host.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
@@ -41,10 +42,22 @@ func main() {
 	}
 	defer app.Close()
 	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: app.mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
+	shutdown := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		// Running requests finish (up to 10 s) before the deferred Close
+		// takes the service and the database away from them.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shutdown <- srv.Shutdown(sctx)
+	}()
 	log.Printf("host app on http://%s, lists under %s", srv.Addr, prefix)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
+	}
+	// ListenAndServe returns as soon as Shutdown starts: wait for it.
+	if err := <-shutdown; err != nil {
+		log.Print(err)
 	}
 }
 

@@ -98,11 +98,18 @@ func testTwoStores(t *testing.T, dsn string) {
 
 func TestOpenErrors(t *testing.T) {
 	t.Parallel()
-	for _, dsn := range []string{"", "mysql://x", "sqlite:", "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2"} {
+	for _, dsn := range []string{"", "mysql://x", "sqlite:", "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2",
+		"postgres://nobody@127.0.0.1:1/none?connect_timeout=2&password=secret"} {
 		_, err := bunstore.Open(context.Background(), dsn)
 		require.Error(t, err, dsn)
 		require.NotContains(t, err.Error(), "secret", "DSN passwords stay out of errors")
 	}
+	// A database that cannot be opened is named.
+	missing := filepath.Join(t.TempDir(), "no", "such", "dir", "y.db")
+	_, err := bunstore.Open(context.Background(), "sqlite:"+missing)
+	require.ErrorContains(t, err, missing)
+	_, err = bunstore.Open(context.Background(), "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2")
+	require.ErrorContains(t, err, "127.0.0.1:1/none")
 }
 
 func TestPostgresMissingSchema(t *testing.T) {

@@ -102,7 +102,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if err := retryBusy(ctx, func() error { return sqldb.PingContext(ctx) }); err != nil {
 		_ = sqldb.Close()
-		return nil, fmt.Errorf("bunstore: connect: %w", err)
+		return nil, fmt.Errorf("bunstore: connect to %s: %w", dbName(dsn), err)
 	}
 	if db.Dialect().Name() == dialect.SQLite && dsn != "sqlite::memory:" {
 		// WAL is a property of the file: set once here, not per connection.
@@ -146,6 +146,18 @@ func retryBusy(ctx context.Context, fn func() error) error {
 }
 
 // redact drops the password from a DSN for error messages.
+// dbName names the database of dsn for an error message: the SQLite path,
+// or the Postgres host and database (no user, password or parameters).
+func dbName(dsn string) string {
+	if p, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		return p
+	}
+	if u, err := url.Parse(dsn); err == nil {
+		return "postgres " + u.Host + u.Path
+	}
+	return "postgres"
+}
+
 func redact(dsn string) string {
 	if u, err := url.Parse(dsn); err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {

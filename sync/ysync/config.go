@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // Config tunes the sync endpoint. The zero value of every field means its
@@ -18,7 +20,9 @@ type Config struct {
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may open a socket. A request without an Origin header (non-browser
 	// clients) is always allowed, and so is an Origin whose host equals the
-	// request's Host (same host). "*" allows every origin.
+	// request's Host (same host). "*" allows every origin. Entries are
+	// compared in their canonical form (yaps.CanonicalOrigin); one that is
+	// not an origin is a configuration error.
 	// Default: none beyond same host.
 	AllowedOrigins []string
 
@@ -196,10 +200,8 @@ func (c Config) validate() error {
 	case c.MaxAwarenessEntries < 1, c.MaxAwarenessStateBytes < 16, c.MaxAwarenessStates < 1, c.MaxAwarenessIDsPerConn < 1:
 		return fmt.Errorf("ysync: awareness limits must be positive")
 	}
-	for _, o := range c.AllowedOrigins {
-		if o == "" {
-			return fmt.Errorf("ysync: empty entry in AllowedOrigins")
-		}
+	if _, err := yaps.CanonicalOrigins(c.AllowedOrigins); err != nil {
+		return fmt.Errorf("ysync: AllowedOrigins: %w", err)
 	}
 	return nil
 }

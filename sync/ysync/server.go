@@ -111,6 +111,7 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.AllowedOrigins, _ = yaps.CanonicalOrigins(cfg.AllowedOrigins) // validated above
 	if cfg.Broadcaster == nil {
 		cfg.Broadcaster = serviceBroadcaster{svc: svc, log: cfg.Logger}
 	}
@@ -379,7 +380,7 @@ func (s *Server) originAllowed(r *http.Request) bool {
 		return true // not a browser; codes, not origins, protect the API
 	}
 	for _, a := range s.cfg.AllowedOrigins {
-		if a == "*" || strings.EqualFold(strings.TrimSuffix(a, "/"), origin) {
+		if a == "*" || strings.EqualFold(a, origin) {
 			return true
 		}
 	}

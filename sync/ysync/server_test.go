@@ -183,7 +183,8 @@ func problemOf(t *testing.T, resp *http.Response) map[string]any {
 
 func TestRefusalsBeforeUpgrade(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Config{MaxConnsPerRoom: 1, AllowedOrigins: []string{"https://app.example"}})
+	// Written as an operator might; matched in canonical form.
+	e := newEnv(t, Config{MaxConnsPerRoom: 1, AllowedOrigins: []string{"HTTPS://App.Example:443/"}})
 	for _, tc := range []struct {
 		ref, code, origin string
 		status            int
@@ -604,6 +605,10 @@ func TestConfigValidate(t *testing.T) {
 	require.Error(t, err)
 	_, err = newServer(newFake(), Config{SendQueueWait: -time.Second})
 	require.Error(t, err)
+	for _, bad := range []string{"", "app.example", "https://app.example/path", "ftp://app.example"} {
+		_, err = newServer(newFake(), Config{AllowedOrigins: []string{bad}})
+		require.ErrorContains(t, err, "AllowedOrigins", bad)
+	}
 	c := Config{}.WithDefaults()
 	require.Equal(t, int64(1<<20), c.MaxMessageSize)
 	require.Equal(t, 2*time.Second, c.SendQueueWait)

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/ratelimit"
+)
+
+// startSlowCreate opens a POST /lists whose body is still being sent, so
+// the server has a request running; finish sends the rest and returns the
+// answer's status.
+func startSlowCreate(t *testing.T, addr string) (finish func() int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	body := `{"title":"slow"}`
+	_, err = io.WriteString(conn, "POST /api/v1/lists HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body[:5])
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // let the server start the request
+	return func() int {
+		_, err := io.WriteString(conn, body[5:])
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+}
+
+// TestServeShutdownSignals: the first SIGTERM lets a running request finish
+// and then exits 0; a second signal ends the process at once.
+func TestServeShutdownSignals(t *testing.T) {
+	t.Parallel()
+	t.Run("first signal is graceful", func(t *testing.T) {
+		t.Parallel()
+		cmd, addr := startChildCmd(t, "sqlite:"+filepath.Join(t.TempDir(), "y.db"))
+		finish := startSlowCreate(t, addr)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("exited (%v) while a request was running", err)
+		default:
+		}
+		require.Equal(t, http.StatusCreated, finish())
+		select {
+		case err := <-done:
+			require.NoError(t, err, "exit status after a graceful shutdown")
+		case <-time.After(10 * time.Second):
+			t.Fatal("no exit after the running request finished")
+		}
+	})
+	t.Run("second signal ends it", func(t *testing.T) {
+		t.Parallel()
+		cmd, addr := startChildCmd(t, "sqlite:"+filepath.Join(t.TempDir(), "y.db"))
+		startSlowCreate(t, addr)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("exited (%v) while a request was running", err)
+		default:
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		select {
+		case err := <-done:
+			require.Error(t, err, "killed by the second signal, not a clean exit")
+		case <-time.After(shutdownGrace / 2):
+			t.Fatal("the second signal did not end the process")
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeLogLevel: --log-level debug logs one line per request with the
+// k parameter redacted; the default (info) logs none.
+func TestServeLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args    []string
+		env     string
+		logsReq bool
+	}{
+		{logsReq: false},
+		{args: []string{"--log-level", "debug"}, logsReq: true},
+		{env: "DEBUG", logsReq: true},
+		{args: []string{"--log-level", "warn"}, env: "debug", logsReq: false},
+	} {
+		var logs syncBuffer
+		m := NewMain(&logs)
+		args := append([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:"}, tc.args...)
+		require.NoError(t, m.ParseFlags(args, func(k string) string {
+			if k == "YAPS_LOG_LEVEL" {
+				return tc.env
+			}
+			return ""
+		}))
+		require.NoError(t, m.Run(t.Context()))
+		secret := "yap_" + strings.Repeat("A", 43)
+		for _, path := range []string{"/api/v1/lists/nope", "/api/v1/lists/nope/sync", "/elsewhere"} {
+			res, err := http.Get("http://" + m.Addr() + path + "?k=" + secret)
+			require.NoError(t, err)
+			res.Body.Close()
+		}
+		require.NoError(t, m.Close())
+		out := logs.String()
+		require.NotContains(t, out, secret)
+		// One line per request: the API's own, or the binary's for the rest.
+		require.Equal(t, tc.logsReq, strings.Contains(out, `url="/api/v1/lists/nope?k=REDACTED" status=404`), "%+v: %s", tc, out)
+		require.Equal(t, tc.logsReq, strings.Contains(out, `path=/api/v1/lists/nope/sync query="k=REDACTED" status=404`), "%+v: %s", tc, out)
+		require.Equal(t, tc.logsReq, strings.Contains(out, `path=/elsewhere query="k=REDACTED" status=404`), "%+v: %s", tc, out)
+		require.Equal(t, tc.logsReq, strings.Count(out, "\n") == 3, "%+v: %s", tc, out)
+	}
+}
+
+// TestServeRedisPrefix: --redis-prefix reaches the limiter's key prefix.
+func TestServeRedisPrefix(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ratelimit.DefaultKeyPrefix},
+		{[]string{"--redis-prefix", "blue:rl"}, "blue:rl"},
+	} {
+		m := NewMain(io.Discard)
+		require.NoError(t, m.ParseFlags(tc.args, func(string) string { return "" }))
+		lim, err := m.limiter()
+		require.NoError(t, err)
+		require.Equal(t, tc.want, lim.(*ratelimit.Limiter).Config().KeyPrefix)
+		require.NoError(t, m.Close())
+	}
+}
