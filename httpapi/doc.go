@@ -59,7 +59,8 @@
 // Every error, including Huma's own validation errors and panics, is one
 // application/problem+json object with the RFC 9457 members type (always
 // "about:blank"), title, status, detail and instance (the request path,
-// never the query) and the member error: {code, message, retryAfter?}.
+// percent-encoded so that it is a URI reference; never the query) and the
+// member error: {code, message, retryAfter?}.
 // One table (errorTable) maps the error kinds of package yaps:
 //
 //	EINVALID       400 bad_request
@@ -87,7 +88,8 @@
 //     read-only members of the object the API itself returns (yaps: id,
 //     listId, createdAt, updatedAt; lists: ref, createdAt, updatedAt,
 //     rolledUpAt, docVersion), which are ignored so a client may send back
-//     what it read. Members of another yap kind are 400 ("wrong field for
+//     what it read. The OpenAPI request schemas (YapRequest,
+//     PatchListRequest) list them as optional members of any value. Members of another yap kind are 400 ("wrong field for
 //     the kind") whenever the kind is known (POST, or PATCH naming kind).
 //   - deletedAt is always present on a yap: null while live, the deletion
 //     time once soft-deleted (visible with includeDeleted=true). Optional
@@ -107,8 +109,9 @@
 //   - ETags are quoted strong tags; If-Match takes one tag ("*" means no
 //     precondition) on PATCH and DELETE. GET /snapshot also honours
 //     If-None-Match (304). A PATCH that changes nothing keeps updatedAt and
-//     the ETag; an empty PATCH body is {}. Rollup and rotate-owner take no
-//     body: members are 400.
+//     the ETag; an empty PATCH body is {}. POST /accounts, rollup and
+//     rotate-owner take no body (none, null or {}): members and malformed
+//     JSON are 400, bodies over 1 MiB 413.
 //   - An Idempotency-Key replay is marked with "Idempotent-Replayed: true"
 //     and carries the first answer's ETag and Cache-Control.
 //     The stored first answer is rendered by the service's Config.Render,

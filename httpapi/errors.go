@@ -68,7 +68,7 @@ type Problem struct {
 	Title    string       `json:"title" doc:"HTTP status text" example:"Not Found"`
 	Status   int          `json:"status" doc:"HTTP status code" example:"404"`
 	Detail   string       `json:"detail" doc:"What went wrong, safe to show" example:"list not found"`
-	Instance string       `json:"instance" doc:"The request path (never the query)" example:"/api/v1/lists/abc"`
+	Instance string       `json:"instance" format:"uri-reference" doc:"The request path, percent-encoded (a URI reference; never the query)" example:"/api/v1/lists/abc"`
 	Error    ProblemError `json:"error" doc:"The same error in the {error: {code, message}} form"`
 }
 

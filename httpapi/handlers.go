@@ -672,6 +672,11 @@ func (s *server) createAccount(ctx context.Context, st *reqState, _ *noInput) *r
 	if out := s.limit(ctx, st, yaps.LimitCreateList, nil, nil); out != nil {
 		return out
 	}
+	// No body, like rollup and rotate-owner: nothing, null or {}; members,
+	// malformed JSON (400) and oversized bodies (413) create no account.
+	if err := st.emptyBody(); err != nil {
+		return st.errorOut(err)
+	}
 	acct, key, err := s.svc.CreateAccount(ctx)
 	if err != nil {
 		return st.errorOut(err)

@@ -40,8 +40,9 @@ func stateFrom(ctx context.Context) *reqState {
 
 func (st *reqState) header() http.Header { return st.w.Header() }
 
-// instance is the Problem instance member: the request path, never the
-// query (which may carry a code in k).
+// instance is the Problem instance member: the request path as a URI
+// reference (escaped, INTERFACE §2.4), never the query (which may carry a
+// code in k).
 func (st *reqState) instance() string { return st.path }
 
 func (st *reqState) logFault(err error) {
@@ -50,6 +51,13 @@ func (st *reqState) logFault(err error) {
 		slog.String("url", redactURL(st.r.URL)),
 		slog.String("error", err.Error()))
 }
+
+// instancePath is the Problem instance of a request to u: its escaped path
+// (u.EscapedPath: the client's own escaping when it is valid), so that it
+// is a URI reference (no raw space, quote or control character) and an
+// escaped slash (%2F) stays escaped instead of naming another path. The
+// query is never included.
+func instancePath(u *url.URL) string { return u.EscapedPath() }
 
 // redactURL renders u for logs with the value of every code-carrying query
 // parameter replaced (RULINGS R4).
@@ -211,7 +219,7 @@ func (s *server) middleware(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	st := &reqState{cfg: &s.cfg, r: r, w: w, path: r.URL.Path}
+	st := &reqState{cfg: &s.cfg, r: r, w: w, path: instancePath(r.URL)}
 	st.ip = s.cfg.clientIP(r)
 	rc := &respCtx{humaCtx: ctx, st: st}
 	rc.ctx = context.WithValue(ctx.Context(), stateKey{}, st)

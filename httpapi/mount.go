@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,7 +100,7 @@ func notFoundHandler(mux *http.ServeMux, prefix string) http.Handler {
 			msg = "method " + r.Method + " is not allowed here; allowed: " + strings.Join(allow, ", ")
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 		}
-		p := problem(k, msg, r.URL.Path, 0)
+		p := problem(k, msg, instancePath(r.URL), 0)
 		w.Header().Set("Content-Type", problemMediaType)
 		w.WriteHeader(k.Status)
 		_, _ = w.Write(p.marshal())
@@ -149,7 +151,11 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	}
 
 	tagLists, tagYaps, tagPerms, tagAccounts := []string{"Lists"}, []string{"Yaps"}, []string{"Permissions"}, []string{"Accounts"}
-	readErrs := []int{400, 401, 404, 429, 500}
+	// The error answers each operation can give. Reads that take no query
+	// parameter have no 400; operations that read a body (even one they
+	// want empty) have 400 and 413.
+	readErrs := []int{401, 404, 429, 500}
+	queryErrs := []int{400, 401, 404, 429, 500}
 	writeErrs := []int{400, 401, 403, 404, 413, 429, 500}
 
 	handle(s, api, d.op(huma.Operation{
@@ -164,9 +170,10 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	if s.builtin {
 		handle(s, api, d.op(huma.Operation{
 			OperationID: "createAccount", Method: http.MethodPost, Path: "/accounts", Tags: tagAccounts,
-			Summary:     "Create an account",
-			Description: "Creates a built-in account and returns its key (yak_...) once. Send it as Authorization: Bearer on account routes or as X-Account-Key beside a list code.",
-		}, http.StatusCreated, CreatedAccount{}, 429, 500), s.createAccount)
+			Summary: "Create an account",
+			Description: "Creates a built-in account and returns its key (yak_...) once. Send it as Authorization: Bearer on account routes or as X-Account-Key beside a list code. " +
+				"Takes no body: none, null or {}; members are 400.",
+		}, http.StatusCreated, CreatedAccount{}, 400, 413, 429, 500), s.createAccount)
 	}
 
 	handle(s, api, d.op(huma.Operation{
@@ -201,7 +208,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		Description: "Yaps in chronological order (createdAt, then id), paged by cursor. Soft-deleted yaps are left out unless includeDeleted=true.",
 		Security:    codeSec,
 		Parameters:  []*huma.Param{paramCursor, paramLimit, paramIncludeDeleted},
-	}, http.StatusOK, YapPage{}, readErrs...), s.listYaps)
+	}, http.StatusOK, YapPage{}, queryErrs...), s.listYaps)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "createYap", Method: http.MethodPost, Path: "/lists/{ref}/yaps", Tags: tagYaps,
@@ -251,25 +258,31 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "rotateOwner", Method: http.MethodPost, Path: "/lists/{ref}/permissions/rotate-owner", Tags: tagPerms,
-		Summary: "Rotate the owner code (owner)", Description: "The calling owner code stops working; the new one is returned once.",
+		Summary: "Rotate the owner code (owner)", Description: "The calling owner code stops working; the new one is returned once. Takes no body: none, null or {}; members are 400.",
 		Security: codeSec,
-	}, http.StatusOK, RotatedOwner{}, 401, 403, 404, 429, 500), s.rotateOwner)
+	}, http.StatusOK, RotatedOwner{}, writeErrs...), s.rotateOwner)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "rollup", Method: http.MethodPost, Path: "/lists/{ref}/rollup", Tags: tagAccounts,
 		Summary:     "Roll a list up into an account (owner code + account credential)",
-		Description: "merged is true when the list moved into the account, false when it already was there; a list in another account is 403.",
+		Description: "merged is true when the list moved into the account, false when it already was there; a list in another account is 403. Takes no body: none, null or {}; members are 400.",
 		Security:    []map[string][]string{{"permCode": {}, "accountKeyHeader": {}}},
 		Parameters:  []*huma.Param{paramAccountKey},
-	}, http.StatusOK, RollupResult{}, 401, 403, 404, 429, 500), s.rollup)
+	}, http.StatusOK, RollupResult{}, writeErrs...), s.rollup)
 
-	handle(s, api, d.op(huma.Operation{
+	snapshot := d.op(huma.Operation{
 		OperationID: "snapshot", Method: http.MethodGet, Path: "/lists/{ref}/snapshot", Tags: tagLists,
-		Summary:     "Download the list document",
-		Description: "Y.encodeStateAsUpdate of the list's Yjs document (update format v1), or with sv only the part missing from that state vector.",
-		Security:    codeSec,
-		Parameters:  []*huma.Param{paramSV},
-	}, http.StatusOK, binarySchema, readErrs...), s.snapshot)
+		Summary: "Download the list document",
+		Description: "Y.encodeStateAsUpdate of the list's Yjs document (update format v1), or with sv only the part missing from that state vector. " +
+			"Without sv, If-None-Match with the snapshot's ETag answers 304.",
+		Security:   codeSec,
+		Parameters: []*huma.Param{paramSV, paramIfNoneMatch},
+	}, http.StatusOK, binarySchema, queryErrs...)
+	snapshot.Responses["304"] = &huma.Response{
+		Description: http.StatusText(http.StatusNotModified),
+		Headers:     map[string]*huma.Param{"ETag": {Description: "Entity tag of the document state", Schema: &huma.Schema{Type: "string"}}},
+	}
+	handle(s, api, snapshot, s.snapshot)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "audit", Method: http.MethodGet, Path: "/lists/{ref}/audit", Tags: tagLists,
@@ -277,25 +290,27 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		Parameters: []*huma.Param{paramCursor, paramLimit},
 	}, http.StatusOK, AuditPage{}, 400, 401, 403, 404, 429, 500), s.audit)
 
-	// The WebSocket endpoint is served by package sync; it is described
-	// here so the document lists every endpoint (no route is added).
+	// The WebSocket endpoint is served by package sync (sync/ysync); it is
+	// described here so the document lists every endpoint (no route is
+	// added). Its refusals, all before the upgrade: 403 for an Origin not
+	// allowed, 404 unknown ref, 401 bad or revoked code, 429 over the read
+	// limit (attempts count as reads), 400 for a request that is not a
+	// WebSocket upgrade, 503 over a connection cap, 500 on a fault.
 	if oapi.Paths["/lists/{ref}/sync"] == nil {
-		oapi.AddOperation(&huma.Operation{
+		op := d.op(huma.Operation{
 			OperationID: "sync", Method: http.MethodGet, Path: "/lists/{ref}/sync", Tags: tagLists,
 			Summary: "Sync the list document over a WebSocket (y-websocket protocol)",
 			Description: "Upgrades to a WebSocket speaking the y-websocket protocol (sync, awareness, auth, query-awareness). " +
-				"The permission code goes in k. Viewer and non-writing agent connections are read-only. " +
-				"A bad or revoked code is refused before the upgrade with 401, an unknown ref with 404.",
+				"The permission code goes in k, or in Authorization: Bearer (browsers cannot set headers on a WebSocket). Viewer and non-writing agent connections are read-only. " +
+				"Every refusal comes before the upgrade: 403 for a browser Origin that is not allowed, 404 for an unknown ref, " +
+				"401 for a bad or revoked code, 429 over the read rate limit (attempts count as reads), " +
+				"400 for a request that is not a WebSocket upgrade, 503 when the server is at its connection caps.",
 			Parameters: []*huma.Param{
 				{Name: "ref", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}},
-				{Name: "k", In: "query", Required: true, Description: "Permission code", Schema: &huma.Schema{Type: "string"}},
+				{Name: "k", In: "query", Description: "Permission code (unless sent as Authorization: Bearer)", Schema: &huma.Schema{Type: "string"}},
 			},
-			Responses: map[string]*huma.Response{
-				"101": {Description: "Switching Protocols"},
-				"401": {Description: "Unauthorized", Content: map[string]*huma.MediaType{problemMediaType: {Schema: d.reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")}}},
-				"404": {Description: "Not Found", Content: map[string]*huma.MediaType{problemMediaType: {Schema: d.reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")}}},
-			},
-		})
+		}, http.StatusSwitchingProtocols, nil, 400, 401, 403, 404, 429, 500, 503)
+		oapi.AddOperation(&op)
 	}
 
 	if reg := oapi.Components.Schemas; reg != nil {
@@ -312,6 +327,55 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 					r.Content = nil
 				}
 			}
+		}
+	}
+
+	// Huma writes a nullable enum as {"type": [T, "null"], "enum": [...]}
+	// without null in the enum, which JSON Schema 2020-12 reads as "null is
+	// invalid" (enum is checked on its own). Add null to the enums of
+	// every schema our operations use.
+	seen := map[*huma.Schema]bool{}
+	for _, path := range oapi.Paths {
+		for _, op := range []*huma.Operation{path.Get, path.Post, path.Patch, path.Delete} {
+			if op == nil || !(s.owns(op.OperationID) || op.OperationID == "sync") {
+				continue
+			}
+			if op.RequestBody != nil {
+				for _, mt := range op.RequestBody.Content {
+					nullableEnums(d.reg, mt.Schema, seen)
+				}
+			}
+			for _, r := range op.Responses {
+				for _, mt := range r.Content {
+					nullableEnums(d.reg, mt.Schema, seen)
+				}
+			}
+		}
+	}
+}
+
+// nullableEnums adds null to the enum of every nullable schema in s (refs
+// followed through reg) that lacks it.
+func nullableEnums(reg huma.Registry, s *huma.Schema, seen map[*huma.Schema]bool) {
+	if s == nil || seen[s] {
+		return
+	}
+	seen[s] = true
+	if s.Ref != "" {
+		nullableEnums(reg, reg.SchemaFromRef(s.Ref), seen)
+	}
+	if s.Nullable && len(s.Enum) > 0 && !slices.Contains(s.Enum, nil) {
+		s.Enum = append(s.Enum, nil)
+		s.PrecomputeMessages()
+	}
+	for _, p := range s.Properties {
+		nullableEnums(reg, p, seen)
+	}
+	nullableEnums(reg, s.Items, seen)
+	nullableEnums(reg, s.Not, seen)
+	for _, l := range [][]*huma.Schema{s.OneOf, s.AnyOf, s.AllOf} {
+		for _, c := range l {
+			nullableEnums(reg, c, seen)
 		}
 	}
 }
@@ -421,7 +485,7 @@ func (d *documenter) op(op huma.Operation, success int, body any, errs ...int) h
 			Description: http.StatusText(code),
 			Content:     map[string]*huma.MediaType{problemMediaType: {Schema: problemSchema}},
 		}
-		if code == http.StatusTooManyRequests {
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 			er.Headers = map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait", Schema: &huma.Schema{Type: "integer"}}}
 		}
 		op.Responses[strconv.Itoa(code)] = er
@@ -438,6 +502,7 @@ var (
 	paramIncludeDeleted = &huma.Param{Name: "includeDeleted", In: "query", Description: "Include soft-deleted yaps", Schema: &huma.Schema{Type: "boolean", Default: false}}
 	paramSV             = &huma.Param{Name: "sv", In: "query", Description: "Yjs state vector, base64 (standard or URL-safe alphabet, padding optional)", Schema: &huma.Schema{Type: "string"}}
 	paramIdempotency    = &huma.Param{Name: "Idempotency-Key", In: "header", Description: "A retry with the same key and body replays the first answer", Schema: &huma.Schema{Type: "string", MaxLength: intPtr(255)}}
+	paramIfNoneMatch    = &huma.Param{Name: "If-None-Match", In: "header", Description: "ETag of a snapshot already held; 304 if it still matches (without sv)", Schema: &huma.Schema{Type: "string"}}
 	paramIfMatch        = &huma.Param{Name: "If-Match", In: "header", Description: "ETag the change is based on; 412 precondition_failed if it no longer matches", Schema: &huma.Schema{Type: "string"}}
 	paramAccountKey     = &huma.Param{Name: "X-Account-Key", In: "header", Description: "Account key (yak_...) of the account to roll the list into", Schema: &huma.Schema{Type: "string"}}
 )
@@ -454,15 +519,25 @@ type CreateListRequest struct {
 	Kind  string `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events" doc:"List kind; plural spellings accepted and stored singular; default task"`
 }
 
-// PatchListRequest is the body of PATCH /lists/{ref}.
+// PatchListRequest is the body of PATCH /lists/{ref}. It lists the
+// read-only members of a List too: a client may send back what it read,
+// and the server ignores them (any value), while other members are 400.
 type PatchListRequest struct {
 	Title      string  `json:"title,omitempty" maxLength:"200"`
 	Name       string  `json:"name,omitempty" maxLength:"200" doc:"Alias of title"`
 	Kind       string  `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events"`
 	ArchivedAt *string `json:"archivedAt,omitempty" format:"date-time" nullable:"true" doc:"A date-time archives the list, null unarchives it"`
+
+	Ref        json.RawMessage `json:"ref,omitempty" doc:"Read-only: accepted and ignored (any value)"`
+	CreatedAt  json.RawMessage `json:"createdAt,omitempty" doc:"Read-only: accepted and ignored (any value)"`
+	UpdatedAt  json.RawMessage `json:"updatedAt,omitempty" doc:"Read-only: accepted and ignored (any value)"`
+	RolledUpAt json.RawMessage `json:"rolledUpAt,omitempty" doc:"Read-only: accepted and ignored (any value)"`
+	DocVersion json.RawMessage `json:"docVersion,omitempty" doc:"Read-only: accepted and ignored (any value)"`
 }
 
-// YapRequest is the body of POST and PATCH on yaps: the members of one kind.
+// YapRequest is the body of POST and PATCH on yaps: the members of one
+// kind, and the read-only members of a yap, which a client may send back as
+// it read them and the server ignores (any value; RULINGS R6).
 type YapRequest struct {
 	Kind      string   `json:"kind,omitempty" enum:"task,note,event" doc:"Default on POST: the list's kind; cannot change on PATCH"`
 	Content   string   `json:"content,omitempty" maxLength:"1000" doc:"task (required on POST): one line"`
@@ -476,6 +551,11 @@ type YapRequest struct {
 	EndsAt    *string  `json:"endsAt,omitempty" format:"date-time" nullable:"true" doc:"event"`
 	Location  *string  `json:"location,omitempty" maxLength:"1000" nullable:"true" doc:"event"`
 	DeletedAt *string  `json:"deletedAt,omitempty" nullable:"true" doc:"PATCH only: null restores a soft-deleted yap"`
+
+	ID           json.RawMessage `json:"id,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
+	ListID       json.RawMessage `json:"listId,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
+	YapCreatedAt json.RawMessage `json:"createdAt,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
+	YapUpdatedAt json.RawMessage `json:"updatedAt,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
 }
 
 // IssuePermissionRequest is the body of POST /lists/{ref}/permissions.

@@ -661,7 +661,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, msg 
 		Title:    http.StatusText(status),
 		Status:   status,
 		Detail:   msg,
-		Instance: r.URL.Path, // never the query: it carries the code
+		Instance: r.URL.EscapedPath(), // a URI reference; never the query: it carries the code
 		Error:    problemCode{Code: code, Message: msg},
 	}
 	if ra := w.Header().Get("Retry-After"); ra != "" {

@@ -191,6 +191,7 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 		errCode           string
 	}{
 		{"nope", "owner", "", 404, "not_found"},
+		{"no%20such%22list", "owner", "", 404, "not_found"},
 		{"L1", "", "", 401, "unauthorized"},
 		{"L1", "bogus", "", 401, "unauthorized"},
 		{"L1", "owner", "https://evil.example", 403, "forbidden"},
@@ -206,6 +207,7 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 		require.Equal(t, float64(tc.status), p["status"])
 		require.Equal(t, tc.errCode, p["error"].(map[string]any)["code"])
 		require.NotContains(t, p["instance"], "k=")
+		require.Equal(t, prefix+"/lists/"+tc.ref+"/sync", p["instance"], "the escaped path, a URI reference")
 		resp.Body.Close()
 	}
 
