@@ -31,11 +31,14 @@ type AccountResolver func(r *http.Request) (*yaps.Account, error)
 // takes the default named in its comment (see WithDefaults).
 type Config struct {
 	// Prefix is the path prefix of every operation, e.g. "/api/v1" or "/v1".
-	// It starts with "/" and has no trailing slash. Default: "/api/v1".
+	// It starts with "/" and has no trailing slash. Default: with Mount, the
+	// service's prefix (yaps.Config.Prefix, whose default is "/api/v1");
+	// otherwise "/api/v1".
 	Prefix string
 
 	// PublicURL is the externally visible origin of the server, e.g.
-	// "https://yaps.example". It is used for the OpenAPI servers entry.
+	// "https://yaps.example". It is used for the OpenAPI servers entry; the
+	// links in answers use yaps.Config.PublicURL, so set both alike.
 	// Default: "" (the OpenAPI document then names the bare prefix).
 	PublicURL string
 

@@ -2,10 +2,13 @@
 // INTERFACE.md §4 as decided by RULINGS.md, built with Huma v2 on the
 // standard library mux (humago), so it mounts on any *http.ServeMux.
 //
+//	svc, _ := yaps.NewService(yaps.Config{Store: store, Prefix: "/lists-api", PublicURL: "https://app.example"})
 //	mux := http.NewServeMux()
-//	api := httpapi.Mount(mux, svc, httpapi.Config{Prefix: "/api/v1"})
+//	api := httpapi.Mount(mux, svc, httpapi.Config{}) // under the service's prefix
 //	_ = api // add further operations, or read api.OpenAPI()
 //
+// The prefix and public URL belong to the service: they start the links in
+// its answers (apiBase, sliceUrl), and Mount takes the prefix from it.
 // The OpenAPI 3.1 document is served at {prefix}/openapi.json and human
 // docs at {prefix}/docs. Register is the one registration of the operations
 // (Mount calls it); the binary and the tests go through Mount.

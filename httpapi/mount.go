@@ -66,10 +66,26 @@ func HumaConfig(cfg Config) huma.Config {
 // host mux and registers every operation (Register). Unmatched paths under
 // the prefix answer 404 in the Problem format. It panics on an invalid
 // configuration, like http.ServeMux does on a bad pattern.
+//
+// An empty cfg.Prefix takes the service's (yaps.Config.Prefix), which is
+// also the prefix of the links in answers (apiBase, sliceUrl). A different
+// prefix, or a cfg.PublicURL other than the service's, is logged as a
+// warning: it is right only behind a proxy that rewrites paths or hosts.
 func Mount(mux *http.ServeMux, svc *yaps.Service, cfg Config) huma.API {
+	if cfg.Prefix == "" && svc != nil {
+		cfg.Prefix = svc.Prefix()
+	}
 	cfg = cfg.WithDefaults()
 	if _, err := cfg.validate(); err != nil {
 		panic("httpapi: " + err.Error())
+	}
+	if svc != nil && cfg.Prefix != svc.Prefix() {
+		cfg.Logger.Warn("httpapi: mounted under another prefix than the service's, which its answers' links (apiBase, sliceUrl) use; set yaps.Config.Prefix alike unless a proxy rewrites paths",
+			"prefix", cfg.Prefix, "servicePrefix", svc.Prefix())
+	}
+	if svc != nil && cfg.PublicURL != "" && cfg.PublicURL != svc.PublicURL() {
+		cfg.Logger.Warn("httpapi: PublicURL differs from the service's, which its answers' links (apiBase, sliceUrl) use; set yaps.Config.PublicURL alike",
+			"publicURL", cfg.PublicURL, "servicePublicURL", svc.PublicURL())
 	}
 	api := humago.NewWithPrefix(mux, cfg.Prefix, HumaConfig(cfg))
 	Register(api, svc, cfg)

@@ -46,6 +46,14 @@ func NewService(cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// Prefix returns the API path prefix the service writes into apiBase and
+// sliceUrl (Config.Prefix, defaults applied).
+func (s *Service) Prefix() string { return s.cfg.Prefix }
+
+// PublicURL returns the origin the service writes into apiBase and
+// sliceUrl (Config.PublicURL, defaults applied).
+func (s *Service) PublicURL() string { return s.cfg.PublicURL }
+
 // Close stops background work (compaction, purge, polling, eviction,
 // notices; queued notices get up to a second to be published). It does not
 // close the Store or the Notifier. The Service must not be used afterwards.
