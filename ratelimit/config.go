@@ -62,6 +62,8 @@ const (
 	DefaultKeyPrefix       = "yaps:rl"
 	DefaultRedisTimeout    = 5 * time.Second
 	DefaultCleanUpInterval = 30 * time.Second
+	DefaultCallTimeout     = 100 * time.Millisecond
+	DefaultBreakerCoolDown = 5 * time.Second
 )
 
 // Config configures a Limiter. The zero value is valid: R8's defaults in a
@@ -89,12 +91,36 @@ type Config struct {
 	// give independent limiters. Default DefaultKeyPrefix ("yaps:rl").
 	KeyPrefix string
 
-	// RedisTimeout bounds the connectivity check New makes against Redis.
+	// RedisTimeout bounds the connectivity check New makes against Redis
+	// (and its dials). Take is bounded by CallTimeout instead.
 	// Default DefaultRedisTimeout (5s).
 	RedisTimeout time.Duration
 
+	// CallTimeout bounds the store work of one Take, so a Redis that hangs
+	// (accepts connections but never answers) costs a request at most
+	// CallTimeout before Take fails and the caller lets the request through
+	// (at most twice that when counts already taken must be given back).
+	// Must exceed Redis's worst healthy round trip: a Take cut short fails
+	// and trips the breaker. Default DefaultCallTimeout (100ms).
+	CallTimeout time.Duration
+
+	// BreakerCoolDown is how long Take leaves the store alone after a
+	// failure. The Take that fails returns its error (the caller logs it
+	// once); the Takes of the next BreakerCoolDown allow at once without
+	// counting and without an error, returning what yaps.Unlimited returns
+	// (Limit and Remaining -1, so no rate-limit headers are sent). After
+	// the cool-down one Take probes the store while the others keep
+	// skipping it: success resumes counting, failure returns its error and
+	// starts another cool-down. So a store outage costs one error and one
+	// CallTimeout per cool-down, not one per request. A Take cancelled by
+	// its own context does not count as a failure. A negative value
+	// switches the breaker off: every Take tries the store and returns its
+	// error. Default DefaultBreakerCoolDown (5s).
+	BreakerCoolDown time.Duration
+
 	// CleanUpInterval is how often the memory store drops expired
-	// counters. Default DefaultCleanUpInterval (30s).
+	// counters, from a goroutine that Close stops. Default
+	// DefaultCleanUpInterval (30s).
 	CleanUpInterval time.Duration
 }
 
@@ -120,6 +146,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if out.CleanUpInterval == 0 {
 		out.CleanUpInterval = DefaultCleanUpInterval
+	}
+	if out.CallTimeout == 0 {
+		out.CallTimeout = DefaultCallTimeout
+	}
+	if out.BreakerCoolDown == 0 {
+		out.BreakerCoolDown = DefaultBreakerCoolDown
 	}
 	return out
 }
@@ -153,6 +185,9 @@ func (c Config) validate() error {
 	}
 	if c.CleanUpInterval < 0 {
 		errs = append(errs, fmt.Errorf("CleanUpInterval %s is negative", c.CleanUpInterval))
+	}
+	if c.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CallTimeout %s is negative", c.CallTimeout))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("ratelimit: invalid config: %w", errors.Join(errs...))

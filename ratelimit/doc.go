@@ -21,6 +21,19 @@
 // limit, except that a give-back landing just after its window expired
 // grants the next window one extra request.
 //
+// A failing store never blocks requests for long. Each Take's store work
+// is bounded by Config.CallTimeout (100ms by default), so a Redis that
+// hangs costs a request that long rather than go-redis's timeouts of
+// seconds. The Take that fails returns its error (yaps.Service logs it and
+// lets the request through); a circuit breaker then skips the store for
+// Config.BreakerCoolDown (5s by default), allowing every request at once
+// without counting and without an error, and afterwards lets one Take
+// probe the store. An outage therefore costs one error and one
+// CallTimeout per cool-down.
+//
+// Close releases everything: the Redis connection pool, or the memory
+// store's cleaner goroutine.
+//
 // The limits come from code (Config.Limits, DefaultLimits) or from the
 // `yaps serve --rate-limit` value through ParseSpec: "default", "off" (every
 // limit switched off, for benchmarks) or the path of a JSON file read by

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -52,9 +53,10 @@ func ParseSpec(s string) (Config, error) {
 // Top-level keys are groups (create_list, mutation, read), their keys are
 // classes (anonymous, authenticated), each holding one or more windows.
 // A period is a Go duration ("90s", "1m", "1h30m") or a whole number of
-// days ("1d", "7d"). Groups and classes left out keep their defaults. The
-// file is validated in full: unknown groups, classes or fields, limits
-// below 1, periods below 1s and empty or duplicate windows are errors.
+// days ("1d", "7d"; at most 106751d, the longest time.Duration). Groups and
+// classes left out keep their defaults. The file is validated in full:
+// unknown groups, classes or fields, limits below 1, periods below 1s or
+// too long, and empty or duplicate windows are errors.
 func LoadFile(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -141,14 +143,26 @@ func parseWindows(raw json.RawMessage) ([]Window, error) {
 	return ws, nil
 }
 
-// parsePeriod accepts Go durations and whole days ("7d").
+const (
+	day = 24 * time.Hour
+	// maxDays is the most days a time.Duration holds (106751).
+	maxDays = int64(math.MaxInt64 / day)
+)
+
+// parsePeriod accepts Go durations and whole days ("7d"), refusing day
+// counts a time.Duration cannot hold.
 func parsePeriod(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 32)
-		if err != nil {
+		n, err := strconv.ParseInt(days, 10, 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
 			return 0, fmt.Errorf("bad period %q: want a Go duration like \"1h\" or whole days like \"1d\"", s)
+		case strings.HasPrefix(days, "-"):
+			return 0, fmt.Errorf("period %q must be positive", s)
+		case err != nil || n > maxDays:
+			return 0, fmt.Errorf("period %q is too long: at most %dd (about 292 years)", s, maxDays)
 		}
-		return time.Duration(n) * 24 * time.Hour, nil
+		return time.Duration(n) * day, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {

@@ -45,6 +45,31 @@ func TestLoadFile(t *testing.T) {
 	require.EqualValues(t, 30, res.Limit)
 }
 
+func TestLoadFilePeriods(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		period string
+		want   time.Duration
+	}{
+		{"1s", time.Second},
+		{"90s", 90 * time.Second},
+		{"1h30m", 90 * time.Minute},
+		{"1d", 24 * time.Hour},
+		{"7d", 7 * 24 * time.Hour},
+		{"+2d", 2 * 24 * time.Hour},
+		{"106751d", 106751 * 24 * time.Hour}, // the longest time.Duration in whole days
+		{"2562047h", 2562047 * time.Hour},
+	} {
+		t.Run(tc.period, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, `{"read": {"anonymous": [{"limit": 5, "period": "`+tc.period+`"}]}}`)
+			cfg, err := ratelimit.LoadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, []ratelimit.Window{{Limit: 5, Period: tc.want}}, cfg.Limits[yaps.LimitRead][yaps.ClassAnonymous])
+		})
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -59,6 +84,14 @@ func TestLoadFileErrors(t *testing.T) {
 		{"sub-second period", `{"read": {"anonymous": [{"limit": 5, "period": "10ms"}]}}`, "shorter than 1s"},
 		{"bad period", `{"read": {"anonymous": [{"limit": 5, "period": "hourly"}]}}`, `bad period "hourly"`},
 		{"bad days", `{"read": {"anonymous": [{"limit": 5, "period": "1.5d"}]}}`, `bad period "1.5d"`},
+		{"days overflow", `{"read": {"anonymous": [{"limit": 5, "period": "300000d"}]}}`, `read.anonymous: window 0: period "300000d" is too long: at most 106751d`},
+		{"days overflow to negative", `{"read": {"anonymous": [{"limit": 5, "period": "200000d"}]}}`, `period "200000d" is too long`},
+		{"one day too many", `{"read": {"anonymous": [{"limit": 5, "period": "106752d"}]}}`, `period "106752d" is too long`},
+		{"days beyond int64", `{"read": {"anonymous": [{"limit": 5, "period": "99999999999999999999d"}]}}`, `period "99999999999999999999d" is too long`},
+		{"days beyond int32", `{"read": {"anonymous": [{"limit": 5, "period": "3000000000d"}]}}`, `period "3000000000d" is too long`},
+		{"negative days", `{"read": {"anonymous": [{"limit": 5, "period": "-1d"}]}}`, `period "-1d" must be positive`},
+		{"huge negative days", `{"read": {"anonymous": [{"limit": 5, "period": "-300000d"}]}}`, `period "-300000d" must be positive`},
+		{"duration overflow", `{"read": {"anonymous": [{"limit": 5, "period": "100000000h"}]}}`, `bad period "100000000h"`},
 		{"numeric period", `{"read": {"anonymous": [{"limit": 5, "period": 60}]}}`, "cannot unmarshal number"},
 		{"missing limit", `{"read": {"anonymous": [{"period": "1m"}]}}`, `window 0: missing "limit"`},
 		{"missing period", `{"read": {"anonymous": [{"limit": 1}]}}`, `window 0: missing "period"`},

@@ -3,13 +3,13 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	limiter "github.com/ulule/limiter/v3"
-	"github.com/ulule/limiter/v3/drivers/store/memory"
 	redisstore "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/yaps-dev/yaps/yaps"
@@ -19,11 +19,13 @@ import (
 // github.com/ulule/limiter/v3 store (memory, or Redis when configured).
 // It is safe for concurrent use.
 type Limiter struct {
-	cfg    Config
-	store  limiter.Store
-	rdb    *redis.Client // nil with the memory store
-	limits map[yaps.LimitGroup]map[yaps.LimitClass][]compiled
-	now    func() time.Time
+	cfg     Config
+	store   limiter.Store
+	mem     *memStore     // the store when it is in memory, else nil
+	rdb     *redis.Client // nil with the memory store
+	limits  map[yaps.LimitGroup]map[yaps.LimitClass][]compiled
+	breaker breaker
+	now     func() time.Time
 }
 
 var _ yaps.Limiter = (*Limiter)(nil)
@@ -37,13 +39,15 @@ type compiled struct {
 // New builds a Limiter from cfg (after cfg.WithDefaults()). With cfg.Redis
 // set it connects to Redis and fails if Redis does not answer within
 // cfg.RedisTimeout. With cfg.Disabled it returns a Limiter that allows
-// everything.
+// everything. The in-memory store runs a cleaner goroutine until Close
+// (or until the Limiter is garbage collected).
 func New(cfg Config) (*Limiter, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	l := &Limiter{cfg: cfg, now: time.Now}
+	l.breaker.coolDown = cfg.BreakerCoolDown
 	if cfg.Disabled {
 		return l, nil
 	}
@@ -66,7 +70,11 @@ func New(cfg Config) (*Limiter, error) {
 
 	opts := limiter.StoreOptions{Prefix: cfg.KeyPrefix, CleanUpInterval: cfg.CleanUpInterval}
 	if cfg.Redis == "" {
-		l.store = memory.NewStoreWithOptions(opts)
+		l.mem = newMemStore(cfg.KeyPrefix, cfg.CleanUpInterval)
+		l.store = l.mem
+		// A host that never calls Close still gets the cleaner stopped
+		// once the Limiter is unreachable (as ulule's store does).
+		runtime.AddCleanup(l, (*memStore).halt, l.mem)
 		return l, nil
 	}
 	ropts, err := redis.ParseURL(cfg.Redis)
@@ -76,6 +84,10 @@ func New(cfg Config) (*Limiter, error) {
 	if ropts.DialTimeout == 0 || ropts.DialTimeout > cfg.RedisTimeout {
 		ropts.DialTimeout = cfg.RedisTimeout
 	}
+	// Without this go-redis ignores context deadlines on the socket and
+	// waits for its own read/write timeouts (seconds), so CallTimeout
+	// would not bound a hung Redis.
+	ropts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(ropts)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
 	defer cancel()
@@ -92,9 +104,13 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// Close releases the Redis connection pool, if any. The Limiter must not
-// be used afterwards.
+// Close releases everything the Limiter holds: the Redis connection pool,
+// or the memory store's cleaner goroutine (stopped before Close returns).
+// The Limiter must not be used afterwards.
 func (l *Limiter) Close() error {
+	if l.mem != nil {
+		l.mem.close()
+	}
 	if l.rdb != nil {
 		return l.rdb.Close()
 	}
@@ -117,6 +133,11 @@ func (l *Limiter) Config() Config { return l.cfg.WithDefaults() }
 // window, so a client that keeps retrying against a full short window does
 // not also drain its long window. Reset is rounded up to the next second,
 // so a client waiting until Reset is never early.
+//
+// The store work is bounded by Config.CallTimeout. When the store fails,
+// Take returns the error once and then, for Config.BreakerCoolDown, allows
+// every request at once without counting it (the result of
+// yaps.Unlimited, and no error); see Config.BreakerCoolDown.
 func (l *Limiter) Take(ctx context.Context, group yaps.LimitGroup, class yaps.LimitClass, key string) (yaps.LimitResult, error) {
 	if l.cfg.Disabled {
 		return yaps.Unlimited{}.Take(ctx, group, class, key)
@@ -128,31 +149,58 @@ func (l *Limiter) Take(ctx context.Context, group yaps.LimitGroup, class yaps.Li
 	if err := ctx.Err(); err != nil {
 		return yaps.LimitResult{}, err
 	}
+	tok, use := l.breaker.enter(l.now())
+	if !use {
+		return yaps.Unlimited{}.Take(ctx, group, class, key)
+	}
+	res, err := l.take(ctx, ws, key)
+	switch {
+	case err == nil:
+		l.breaker.succeeded(tok)
+		return res, nil
+	case ctx.Err() != nil: // the caller gave up: no verdict on the store
+		l.breaker.abandoned(tok)
+		return yaps.LimitResult{}, fmt.Errorf("ratelimit: %w", err)
+	case !l.breaker.failed(tok, l.now()):
+		// Another Take already reported the failure and opened the breaker.
+		return yaps.Unlimited{}.Take(ctx, group, class, key)
+	case l.breaker.coolDown > 0:
+		return yaps.LimitResult{}, fmt.Errorf("ratelimit: %w (store skipped for %s: requests allowed uncounted)", err, l.breaker.coolDown)
+	default:
+		return yaps.LimitResult{}, fmt.Errorf("ratelimit: %w", err)
+	}
+}
 
+// take does Take's store work, bounded by CallTimeout.
+func (l *Limiter) take(ctx context.Context, ws []compiled, key string) (yaps.LimitResult, error) {
+	callCtx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	defer cancel()
 	states := make([]limiter.Context, 0, len(ws))
 	rejected := false
 	var err error
 	for _, w := range ws {
 		var st limiter.Context
-		st, err = l.store.Increment(ctx, w.tag+":"+key, 1, w.rate)
+		st, err = l.store.Increment(callCtx, w.tag+":"+key, 1, w.rate)
 		if err != nil {
 			break
 		}
 		states = append(states, st)
 		rejected = rejected || st.Reached
 	}
-	if err != nil || rejected {
+	if len(states) > 0 && (err != nil || rejected) {
 		// Give back what this request counted. Done without the caller's
-		// cancellation so a cancelled request still leaves counts right.
+		// cancellation so a cancelled request still leaves counts right,
+		// but bounded by its own CallTimeout.
 		// Not atomic with the increments: a concurrent request may briefly
 		// see one extra count (it errs towards limiting, never over-allows).
-		bg := context.WithoutCancel(ctx)
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CallTimeout)
+		defer cancel()
 		for i := range states {
 			_, _ = l.store.Increment(bg, ws[i].tag+":"+key, -1, ws[i].rate)
 		}
 	}
 	if err != nil {
-		return yaps.LimitResult{}, fmt.Errorf("ratelimit: %w", err)
+		return yaps.LimitResult{}, err
 	}
 
 	now := l.now()

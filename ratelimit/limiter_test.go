@@ -47,6 +47,11 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, ratelimit.DefaultKeyPrefix, cfg.KeyPrefix)
 	require.Equal(t, ratelimit.DefaultRedisTimeout, cfg.RedisTimeout)
 	require.Equal(t, ratelimit.DefaultCleanUpInterval, cfg.CleanUpInterval)
+	require.Equal(t, ratelimit.DefaultCallTimeout, cfg.CallTimeout)
+	require.Equal(t, 100*time.Millisecond, cfg.CallTimeout)
+	require.Equal(t, ratelimit.DefaultBreakerCoolDown, cfg.BreakerCoolDown)
+	require.Equal(t, 5*time.Second, cfg.BreakerCoolDown)
+	require.Equal(t, -time.Second, ratelimit.Config{BreakerCoolDown: -time.Second}.WithDefaults().BreakerCoolDown, "negative switches the breaker off")
 	require.Empty(t, cfg.Redis)
 	require.False(t, cfg.Disabled)
 
@@ -111,6 +116,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"duplicate period", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 1, Period: time.Minute}, ratelimit.Window{Limit: 2, Period: time.Minute}), "window 1: period 1m0s appears twice"},
 		{"no windows", only(yaps.LimitRead, yaps.ClassAnonymous), "read.anonymous: no windows"},
 		{"negative timeout", ratelimit.Config{RedisTimeout: -time.Second}, "RedisTimeout -1s is negative"},
+		{"negative call timeout", ratelimit.Config{CallTimeout: -time.Millisecond}, "CallTimeout -1ms is negative"},
 		{"bad redis url", ratelimit.Config{Redis: "http://example"}, "bad Redis URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
