@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -48,17 +49,7 @@ func TestServeShutdownSignals(t *testing.T) {
 	t.Parallel()
 	t.Run("first signal is graceful", func(t *testing.T) {
 		t.Parallel()
-		cmd, addr := startChildCmd(t, "sqlite:"+filepath.Join(t.TempDir(), "y.db"))
-		finish := startSlowCreate(t, addr)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		time.Sleep(300 * time.Millisecond)
-		select {
-		case err := <-done:
-			t.Fatalf("exited (%v) while a request was running", err)
-		default:
-		}
+		_, done, finish := termDuringRequest(t)
 		require.Equal(t, http.StatusCreated, finish())
 		select {
 		case err := <-done:
@@ -69,17 +60,7 @@ func TestServeShutdownSignals(t *testing.T) {
 	})
 	t.Run("second signal ends it", func(t *testing.T) {
 		t.Parallel()
-		cmd, addr := startChildCmd(t, "sqlite:"+filepath.Join(t.TempDir(), "y.db"))
-		startSlowCreate(t, addr)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		time.Sleep(300 * time.Millisecond)
-		select {
-		case err := <-done:
-			t.Fatalf("exited (%v) while a request was running", err)
-		default:
-		}
+		cmd, done, _ := termDuringRequest(t)
 		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 		select {
 		case err := <-done:
@@ -88,6 +69,25 @@ func TestServeShutdownSignals(t *testing.T) {
 			t.Fatal("the second signal did not end the process")
 		}
 	})
+}
+
+// termDuringRequest starts a server, opens a slow request (see
+// startSlowCreate), sends SIGTERM and checks the server is still waiting
+// for the request. done receives the process's exit.
+func termDuringRequest(t *testing.T) (cmd *exec.Cmd, done <-chan error, finish func() int) {
+	t.Helper()
+	cmd, addr := startChildCmd(t, "sqlite:"+filepath.Join(t.TempDir(), "y.db"))
+	finish = startSlowCreate(t, addr)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-exited:
+		t.Fatalf("exited (%v) while a request was running", err)
+	default:
+	}
+	return cmd, exited, finish
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.
