@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// cursorListsHTTP sets up the audit's F6 scenario over HTTP: list B gets
+// cursorListsHTTP sets up the mix-up scenario over HTTP: list B gets
 // three yaps, then list A (later) three more. It returns each list's ref,
 // owner code and yap ids, A first.
 func cursorListsHTTP(e *env) (refs, owners [2]string, ids [2][]string) {
@@ -36,7 +36,7 @@ func firstCursor(t *testing.T, e *env, path, code string) string {
 
 // TestCursorForeignList: a cursor is good only on the list and endpoint it
 // was issued for. Another list's cursor is 400 bad_request like any bad
-// cursor (RULINGS R3), not a 200 with an empty last page (audit F6).
+// cursor (RULINGS R3), not a 200 with an empty last page.
 func TestCursorForeignList(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {

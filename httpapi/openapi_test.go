@@ -215,7 +215,7 @@ func decodeJSON(t *testing.T, b []byte) any {
 	return v
 }
 
-// TestOpenAPINullableEnums (audit 3, F1): in JSON Schema 2020-12 enum is
+// TestOpenAPINullableEnums: in JSON Schema 2020-12 enum is
 // checked on its own, so a nullable enum must list null; the answers and
 // the clearing PATCH with priority null validate against the document.
 func TestOpenAPINullableEnums(t *testing.T) {
@@ -279,7 +279,7 @@ func TestOpenAPINullableEnums(t *testing.T) {
 	require.Error(t, d.validate(rs, map[string]any{"priority": "asap"}, "body"))
 }
 
-// TestOpenAPIDocumentedStatuses (audit 3, F2): every operation documents
+// TestOpenAPIDocumentedStatuses: every operation documents
 // exactly the statuses its handler can answer.
 func TestOpenAPIDocumentedStatuses(t *testing.T) {
 	t.Parallel()
@@ -326,7 +326,7 @@ func mountSync(t *testing.T, e *env) {
 	s.Mount(e.mux, e.prefix)
 }
 
-// TestOpenAPIStatusesAnswered (audit 3, F2): the answers the audit saw
+// TestOpenAPIStatusesAnswered: the answers the audit saw
 // undocumented are documented for their operation.
 func TestOpenAPIStatusesAnswered(t *testing.T) {
 	t.Parallel()
@@ -391,7 +391,7 @@ func TestOpenAPIStatusesAnswered(t *testing.T) {
 	}
 }
 
-// TestOpenAPIReadOnlyMembers (audit 3, F3): a client may send back what it
+// TestOpenAPIReadOnlyMembers: a client may send back what it
 // read; the server ignores the read-only members, and the published
 // request schemas accept them, while unknown members stay invalid in both.
 func TestOpenAPIReadOnlyMembers(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/yaps-dev/yaps/yaps"
 )
 
-// cursorLists sets up the audit's F6 scenario: list B gets three yaps,
+// cursorLists sets up the mix-up scenario: list B gets three yaps,
 // then list A (later) three more, so a bare keyset position taken from A
 // lies after everything in B. It returns the owners and the yap ids.
 func cursorLists(t *testing.T, e *env) (a, b *yaps.Actor, aIDs, bIDs []string) {
@@ -34,7 +34,7 @@ func cursorLists(t *testing.T, e *env) (a, b *yaps.Actor, aIDs, bIDs []string) {
 
 // TestCursorBoundToList: a cursor is valid only on the list (and the
 // endpoint) it was issued for; any other is EINVALID, never a page that
-// silently skips items (audit F6).
+// silently skips items.
 func TestCursorBoundToList(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -145,7 +145,6 @@ func retryBusy(ctx context.Context, fn func() error) error {
 	}
 }
 
-// redact drops the password from a DSN for error messages.
 // dbName names the database of dsn for an error message: the SQLite path,
 // or the Postgres host and database (no user, password or parameters).
 func dbName(dsn string) string {
@@ -158,6 +157,7 @@ func dbName(dsn string) string {
 	return "postgres"
 }
 
+// redact drops the password from a DSN for error messages.
 func redact(dsn string) string {
 	if u, err := url.Parse(dsn); err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {

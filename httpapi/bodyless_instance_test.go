@@ -27,7 +27,7 @@ func (s *countingStore) CreateAccount(ctx context.Context, a *yaps.Account) erro
 	return err
 }
 
-// TestCreateAccountBody (audit 3, F4): POST /accounts takes no body, like
+// TestCreateAccountBody: POST /accounts takes no body, like
 // rollup and rotate-owner: nothing, null or {} create an account; members,
 // malformed JSON and oversized bodies are 400/413 and create none.
 func TestCreateAccountBody(t *testing.T) {
@@ -83,7 +83,7 @@ func TestCreateAccountBody(t *testing.T) {
 // unreserved, reserved and the % of percent-encodings).
 const uriChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~:/?#[]@!$&'()*+,;=%"
 
-// TestProblemInstanceIsURI (audit 3, F5): the Problem instance is the
+// TestProblemInstanceIsURI: the Problem instance is the
 // escaped request path, a URI reference (INTERFACE §2.4): no raw space,
 // quote or control character, and %2F stays escaped.
 func TestProblemInstanceIsURI(t *testing.T) {
