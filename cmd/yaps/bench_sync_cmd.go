@@ -25,9 +25,6 @@ import (
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
 
-// defaultSyncWorkloads are the two workloads named in issue 4.
-var defaultSyncWorkloads = []syncWorkload{{1, 20, 100}, {50, 4, 50}}
-
 func runBenchSync(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench sync", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -80,7 +80,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		if path == "" {
-			return nil, errors.New("bunstore: sqlite DSN needs a path or :memory:")
+			return nil, errors.New("bunstore: a sqlite DSN needs a path (or :memory:)")
 		}
 		sqldb, err = openSQLite(path)
 		if err != nil {

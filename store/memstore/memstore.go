@@ -21,7 +21,6 @@ type Store struct {
 	acctHash map[string]*yaps.Account
 	idem     map[idemKey]*yaps.IdempotencyRecord
 	auditSeq int64
-	closed   bool
 }
 
 type idemKey struct{ scope, key string }

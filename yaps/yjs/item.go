@@ -347,15 +347,6 @@ func (it *item) mergeWith(right *item) bool {
 	return true
 }
 
-// next returns the next undeleted item to the right.
-func (it *item) next() *item {
-	n := it.right
-	for n != nil && n.deleted() {
-		n = n.right
-	}
-	return n
-}
-
 func (it *item) prev() *item {
 	n := it.left
 	for n != nil && n.deleted() {

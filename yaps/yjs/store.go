@@ -254,30 +254,6 @@ type clockEntry struct {
 // commit, so it avoids the cost of a map.
 type stateVec []clockEntry
 
-func (sv stateVec) get(client uint64) int {
-	if len(sv) < 8 {
-		for _, e := range sv {
-			if e.client == client {
-				return e.clock
-			}
-		}
-		return 0
-	}
-	lo, hi := 0, len(sv)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if sv[m].client < client {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(sv) && sv[lo].client == client {
-		return sv[lo].clock
-	}
-	return 0
-}
-
 func (sv stateVec) toMap() map[uint64]int {
 	m := make(map[uint64]int, len(sv))
 	for _, e := range sv {

@@ -198,7 +198,6 @@ type Transaction struct {
 	csBuf                 [2]changeSet
 	dsBuf                 [1]clientDels
 	drBuf                 [2]delRange
-	changedParentTypes    map[*typeBase][]*Event
 	mergeStructs          []*item
 	origin                any
 	local                 bool
