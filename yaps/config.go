@@ -28,6 +28,12 @@ const (
 	// DefaultNotifyPollInterval is the poll interval with a Notifier,
 	// which makes polling a fallback for lost notices.
 	DefaultNotifyPollInterval = 5 * time.Second
+	// DefaultMaxDocBytes is the default limit on a list document's
+	// encoded size (Config.MaxDocBytes).
+	DefaultMaxDocBytes = 16 << 20
+	// DefaultMaxDocItems is the default limit on the structs a list
+	// document holds (Config.MaxDocItems).
+	DefaultMaxDocItems = 250_000
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -82,6 +88,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Render == nil {
 		c.Render = RenderJSON
+	}
+	if c.MaxDocBytes == 0 {
+		c.MaxDocBytes = DefaultMaxDocBytes
+	}
+	if c.MaxDocItems == 0 {
+		c.MaxDocItems = DefaultMaxDocItems
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -213,6 +213,7 @@ func (s *Service) ArchiveList(ctx context.Context, a *Actor, ifMatch string) err
 		lf := w.e.list
 		now := s.now()
 		lf.ArchivedAt = &now
+		w.shrink = true // not refused by the document limits (checkLimits)
 		w.edit(func() { writeList(w.doc, lf) }, nil)
 		w.auditf("list.archive", "", "")
 		return nil

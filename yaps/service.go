@@ -97,6 +97,30 @@ type Config struct {
 	// it to its own JSON encoder so replays are identical to first answers.
 	// Default: RenderJSON.
 	Render func(v any) ([]byte, error)
+	// MaxDocBytes limits a list document's encoded size (Yjs update v1,
+	// pending updates included). A client write (HTTP or sync) that
+	// inserts anything and leaves the document over the limit is refused
+	// as ETOOLARGE (HTTP 413, sync close 4413); nothing of it is stored or
+	// kept in memory. Writes that only delete are accepted at any size
+	// (for sync writes only the clients' updates count, not the server's
+	// fixes and updatedAt stamps after them), and so are HTTP soft deletes
+	// of yaps, archiving and the purge (each is bounded by the yaps or the
+	// list there are). A document already over the limit loads and reads
+	// as usual. The check uses the compacted state plus the update log
+	// since, and encodes the document to measure it only when that is
+	// over. Default: DefaultMaxDocBytes (16 MiB); negative disables it.
+	MaxDocBytes int64
+	// MaxDocItems limits the number of structs (Yjs items: one per map
+	// value, also an overwritten one, per inserted array element, per run
+	// of text, more where edits split runs; see yjs Doc.StructCount) a
+	// list document holds, with the same rules as MaxDocBytes, except that
+	// pending structs are not counted (they are in MaxDocBytes). Memory
+	// grows with structs more than with bytes (an empty Y.Map is about 7
+	// bytes encoded and 570 bytes of heap, a text struct about 150-190),
+	// so this is the limit that bounds a document's memory: about 145 MB
+	// at worst at the default. Default: DefaultMaxDocItems (250,000);
+	// negative disables the limit.
+	MaxDocItems int
 }
 
 // Service carries out every operation of the list service against the

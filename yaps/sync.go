@@ -1,6 +1,7 @@
 package yaps
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -67,26 +68,6 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 	return out, err
 }
 
-// covered reports whether every struct of update is already in d (a
-// duplicate delivery).
-func covered(d *yjs.Doc, update []byte) bool {
-	svb, err := yjs.EncodeStateVectorFromUpdate(update)
-	if err != nil {
-		return false
-	}
-	sv, err := yjs.DecodeStateVector(svb)
-	if err != nil {
-		return false
-	}
-	have := d.StateVector()
-	for c, clock := range sv {
-		if have[c] < clock {
-			return false
-		}
-	}
-	return true
-}
-
 // ApplyUpdate applies a client's Yjs update (RULINGS R9, R10): the actor
 // must be able to write (EFORBIDDEN otherwise, nothing applied; also on an
 // archived list). The update is applied to the list document; every yap it
@@ -100,6 +81,11 @@ func covered(d *yjs.Doc, update []byte) bool {
 // emitted as an EventDocUpdate (the client's with origin, the compensation
 // with origin nil), and only valid yaps reach the projection. A duplicate
 // update changes nothing and stores nothing; a malformed one is EINVALID.
+// An update that depends on one not received yet changes only the
+// document's pending state (yjs Doc.Pending): it is stored and emitted as
+// sent, and validated once the missing update integrates it. A write that
+// would take the document over Config.MaxDocBytes or MaxDocItems is
+// ETOOLARGE and changes nothing (see Config).
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
 	if err := checkClientWrite(a); err != nil {
 		return err
@@ -126,8 +112,9 @@ type ClientUpdate struct {
 // validated (and compensated) on its own, against the document as the
 // earlier ones left it. It returns one error per update, nil for those
 // applied. When the batch as a whole fails (a malformed update, a revoked
-// code, an archive meanwhile), nothing of it is written and each update is
-// applied alone, so every error is that update's own.
+// code, an archive meanwhile, an update over a document limit), nothing of
+// it is written and each update is applied alone, so every error is that
+// update's own.
 func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpdate) []error {
 	errs := make([]error, len(ups))
 	var ok []int
@@ -228,14 +215,31 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 			}
 		}
 	})
+	wasDirty := w.dirty // an earlier update of a batch may have changed d
 	w.dirty = true
+	pendS, pendD := d.Pending()
+	var clock0 uint64
+	if w.limits {
+		w.sync = true // checkLimits: growth is what the clients' updates insert
+		clock0 = d.ClockSum()
+	}
 	err := d.ApplyUpdate(update, origin)
 	unA()
 	if err != nil {
 		return Errorf(EINVALID, "the document update is malformed")
 	}
-	if !got && covered(d, update) {
-		w.dirty = false
+	nowS, nowD := d.Pending()
+	if w.limits && (len(nowS)+len(nowD) > len(pendS)+len(pendD) || d.ClockSum() > clock0) {
+		w.grew = true // for checkLimits
+	}
+	if !got && bytes.Equal(pendS, nowS) && bytes.Equal(pendD, nowD) {
+		// A duplicate: nothing integrated and the pending sets are as
+		// they were. An update that waits for one it depends on (its
+		// structs or deletions went to the pending sets) is not: it is
+		// stored and relayed as sent, or a restart would lose it. Its
+		// changes are validated when they integrate, as part of the
+		// update that completes them.
+		w.dirty = wasDirty
 		return nil
 	}
 	w.updates = append(w.updates, update)

@@ -39,6 +39,13 @@ type writeOp struct {
 	// fields as the earlier ones left them, so compensating one client's
 	// invalid edit never undoes another's valid one.
 	batch *batchView
+
+	// Document size limits (Config.MaxDocItems, MaxDocBytes; checkLimits).
+	limits      bool   // the limits apply to this write (startLimits)
+	clockBefore uint64 // the document's ClockSum before fn
+	sync        bool   // client updates: they set grew (not server fixes)
+	grew        bool   // a client update inserted something or grew the pending sets
+	shrink      bool   // a removal (DELETE yap, archive): not refused by the limits
 }
 
 // batchView holds the yaps (nil: absent) and list fields as the updates
@@ -168,6 +175,7 @@ func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn f
 			if err := s.allActive(tx, actors); err != nil {
 				return err
 			}
+			w.startLimits()
 			if err := fn(w); err != nil {
 				return err
 			}
@@ -199,6 +207,9 @@ type pendingView struct {
 // commit appends the updates and projects the changes (inside the tx).
 func (w *writeOp) commit() error {
 	e, s := w.e, w.s
+	if err := w.checkLimits(); err != nil {
+		return err
+	}
 	var seqs []int64
 	for _, u := range w.updates {
 		seq, err := w.tx.AppendUpdate(u)
@@ -331,4 +342,66 @@ func (w *writeOp) finish() {
 	if w.s.compactDue(e) {
 		w.s.compactLater(e)
 	}
+}
+
+// checkLimits refuses, as ETOOLARGE, a write by a client (HTTP or sync)
+// that inserts anything (the document's state vector advances, or its
+// pending sets grow) and leaves the document over Config.MaxDocItems
+// structs or MaxDocBytes encoded bytes. For sync writes only the clients'
+// updates count, not the server's fixes and updatedAt stamps that follow
+// them. A write that only deletes is accepted at any size (even when it
+// splits structs), so a list stored before the limits existed, or at
+// them, can still be read and shrunk. Removals (w.shrink: an HTTP soft
+// delete, which sets deletedAt and updatedAt, and archiving) are never
+// refused: each needs a live yap or an unarchived list, which no refused
+// write can make, so what they add is bounded. System writes (the purge)
+// only remove. It runs in commit, before anything is stored; the caller
+// drops the cached document, which holds the refused edit, when fn
+// changed it (w.dirty).
+//
+// The byte size is the cheap upper bound the cache keeps (compacted state
+// plus the update log since). Only when that is over the limit is the
+// document encoded to measure it exactly, and a compaction is started when
+// the log, not the document, was over: the next writes measure cheaply
+// again.
+func (w *writeOp) checkLimits() error {
+	cfg := &w.s.cfg
+	if !w.limits || w.shrink || len(w.updates) == 0 {
+		return nil
+	}
+	if !w.sync && w.doc.ClockSum() > w.clockBefore {
+		w.grew = true
+	}
+	if !w.grew {
+		return nil
+	}
+	if max := cfg.MaxDocItems; max > 0 && w.doc.StructCount() > max {
+		return Errorf(ETOOLARGE, "the list document is over its size limit (%d items)", max)
+	}
+	if max := cfg.MaxDocBytes; max > 0 {
+		est := w.e.stateBytes + w.e.sinceBytes
+		for _, u := range w.updates {
+			est += int64(len(u))
+		}
+		if est > max {
+			full, err := w.doc.EncodeStateAsUpdate(nil)
+			if err != nil {
+				return internal(err, "could not measure the list document")
+			}
+			if int64(len(full)) > max {
+				return Errorf(ETOOLARGE, "the list document is over its size limit (%d bytes)", max)
+			}
+			w.s.compactLater(w.e)
+		}
+	}
+	return nil
+}
+
+// startLimits notes what checkLimits compares with, before fn runs.
+func (w *writeOp) startLimits() {
+	if w.actor == nil || (w.s.cfg.MaxDocItems <= 0 && w.s.cfg.MaxDocBytes <= 0) {
+		return
+	}
+	w.limits = true
+	w.clockBefore = w.doc.ClockSum()
 }

@@ -40,6 +40,7 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, 
 	row := *e.row
 	rec := &writeAheadTx{list: row.Clone(), seq: row.DocVersion}
 	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *row.Clone()}
+	w.startLimits()
 	if err := fn(w); err != nil {
 		if w.dirty {
 			e.drop()

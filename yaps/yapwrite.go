@@ -186,6 +186,7 @@ func (s *Service) DeleteYap(ctx context.Context, a *Actor, id, ifMatch string) e
 		if !ok {
 			return Errorf(EINTERNAL, "yap %s is not a map", id)
 		}
+		w.shrink = true // not refused by the document limits (checkLimits)
 		w.edit(func() { writeYap(m, y) }, nil)
 		w.touch(id)
 		w.auditf("yap.delete", id, "")

@@ -293,3 +293,42 @@ func (d *Doc) StateVector() map[uint64]uint64 { return svToPublic(d.store.stateV
 
 // EncodeStateVector returns the document's encoded state vector.
 func (d *Doc) EncodeStateVector() []byte { return EncodeStateVector(d.StateVector()) }
+
+// Pending returns the document's pending state: structs whose dependencies
+// have not arrived yet, and deletions of structs the document does not know
+// yet, each as a v1 update (nil when there is none). Both are kept by
+// ApplyUpdate until the missing updates arrive (see ApplyUpdate) and are
+// part of EncodeStateAsUpdate. An update that left StateVector and the
+// delete set alone but changed Pending was not a duplicate: it is needed
+// to rebuild the document. The slices are the document's own: do not
+// modify them. They stay valid (the document replaces, never changes them).
+func (d *Doc) Pending() (structs, deletes []byte) {
+	if d.pendingStructs != nil {
+		structs = d.pendingStructs.update
+	}
+	return structs, d.pendingDs
+}
+
+// ClockSum returns the sum of the document's state vector: it grows with
+// everything ever inserted and never shrinks, so comparing it before and
+// after a change tells insertions from deletions. It allocates nothing.
+func (d *Doc) ClockSum() uint64 {
+	var n uint64
+	for _, cs := range d.store.order {
+		n += uint64(cs.state())
+	}
+	return n
+}
+
+// StructCount returns how many structs (items and garbage-collected
+// ranges) the document holds, pending ones not included. It grows by about
+// one per inserted value or run of text and by splits, shrinks when
+// adjacent structs merge, and is a fair measure of the document's memory.
+// It costs one addition per client that ever wrote to the document.
+func (d *Doc) StructCount() int {
+	n := 0
+	for _, cs := range d.store.order {
+		n += cs.len()
+	}
+	return n
+}
