@@ -375,39 +375,32 @@ func anySlice(ss []string) []any {
 // textDiff returns the minimal single edit that turns old into new, in
 // UTF-16 code units (the unit of Y.Text indexes): delete del units at
 // index, then insert ins there. The common prefix and suffix never split a
-// surrogate pair.
+// surrogate pair. It is diffText's fallback when its work budget runs out.
 func textDiff(old, new string) (index, del int, ins string) {
-	a := utf16.Encode([]rune(old))
-	b := utf16.Encode([]rune(new))
-	p := 0
-	for p < len(a) && p < len(b) && a[p] == b[p] {
-		p++
-	}
-	if p > 0 && utf16.IsSurrogate(rune(a[p-1])) && a[p-1] < 0xdc00 {
-		p-- // do not split a pair after its high surrogate
-	}
-	q := 0
-	for q < len(a)-p && q < len(b)-p && a[len(a)-1-q] == b[len(b)-1-q] {
-		q++
-	}
-	if q > 0 && a[len(a)-q] >= 0xdc00 && a[len(a)-q] <= 0xdfff {
-		q-- // do not split a pair before its low surrogate
-	}
+	a, b := utf16Units(old), utf16Units(new)
+	p, q := commonPrefixSuffix(a, b)
 	return p, len(a) - p - q, string(utf16.Decode(b[p : len(b)-q]))
 }
 
-// editText changes t to s with a minimal edit.
+// editText changes t to s with a minimal character-level edit (diffText),
+// so concurrent edits of other parts of the text survive the merge. The
+// edits are applied from the last to the first, so the indexes of the old
+// text stay valid; the caller runs editText inside one document
+// transaction, so they form one update.
 func editText(t *yjs.Text, s string) {
 	cur := t.String()
 	if cur == s {
 		return
 	}
-	i, del, ins := textDiff(cur, s)
-	if del > 0 {
-		t.Delete(i, del)
-	}
-	if ins != "" {
-		t.Insert(i, ins, nil)
+	edits := diffText(cur, s)
+	for i := len(edits) - 1; i >= 0; i-- {
+		e := edits[i]
+		if e.Delete > 0 {
+			t.Delete(e.Index, e.Delete)
+		}
+		if e.Insert != "" {
+			t.Insert(e.Index, e.Insert, nil)
+		}
 	}
 }
 
