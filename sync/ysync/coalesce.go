@@ -22,6 +22,10 @@ var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); retu
 type coalescingConn struct {
 	net.Conn
 	more func() bool
+	// keepOpen, when set, is asked on Close, after the held frames were
+	// written, whether the socket must stay open (a closing handshake is
+	// under way; see conn.keepOpenOnClose).
+	keepOpen func() bool
 
 	mu       sync.Mutex // gorilla serializes writes; Close comes from elsewhere
 	buf      *[]byte    // held frames, from coalescePool; nil when none
@@ -96,10 +100,13 @@ func (c *coalescingConn) applyDeadline() error {
 }
 
 // Close sends the held frames (a close frame may be among them), then
-// closes the socket.
+// closes the socket unless keepOpen says a closing handshake needs it.
 func (c *coalescingConn) Close() error {
 	c.mu.Lock()
 	_, _ = c.flushLocked()
 	c.mu.Unlock()
+	if c.keepOpen != nil && c.keepOpen() {
+		return nil
+	}
 	return c.Conn.Close()
 }

@@ -92,6 +92,14 @@ type Config struct {
 	// MaxAwarenessStates caps the awareness states one room keeps; a
 	// message that would exceed it closes the sender (4400). Default: 4,096.
 	MaxAwarenessStates int
+	// MaxAwarenessRoomBytes caps the total size of the awareness states
+	// (their JSON) one room keeps. Every joiner is sent the whole table in
+	// one frame, so this also bounds that frame. A client's awareness
+	// message that would take the room past it is refused like an
+	// oversized state (close 4400 "bad awareness update"); states relayed
+	// from other processes past it are dropped. Must be at least
+	// MaxAwarenessStateBytes. Default: 1 MiB.
+	MaxAwarenessRoomBytes int
 	// MaxAwarenessIDsPerConn caps the awareness client IDs one connection
 	// may control (one per Y.Doc it syncs, normally one). Default: 32.
 	MaxAwarenessIDsPerConn int
@@ -101,6 +109,14 @@ type Config struct {
 	// is then no longer given to joiners (clients drop it on their own
 	// after the same time, y-protocols' outdatedTimeout). Default: 30s.
 	AwarenessTimeout time.Duration
+
+	// CloseTimeout is how long, after the server sent its close frame, it
+	// keeps reading (and discarding) the client's frames while it waits
+	// for the client's close frame, before it closes the socket. Closing
+	// with the client's frames unread would make the kernel reset the
+	// connection, and the client would see 1006 instead of the close code
+	// (and reconnect after a final 44xx). Default: 1s.
+	CloseTimeout time.Duration
 
 	// OpTimeout bounds each service call made for a message (apply,
 	// encode). Default: 15s.
@@ -159,8 +175,10 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxAwarenessEntries, 100)
 	def(&c.MaxAwarenessStateBytes, 64<<10)
 	def(&c.MaxAwarenessStates, 4_096)
+	def(&c.MaxAwarenessRoomBytes, 1<<20)
 	def(&c.MaxAwarenessIDsPerConn, 32)
 	defDur(&c.AwarenessTimeout, 30*time.Second)
+	defDur(&c.CloseTimeout, time.Second)
 	defDur(&c.OpTimeout, 15*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -189,8 +207,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: IdleUnload must not be negative")
 	case c.PingPeriod <= 0 || c.PongWait <= c.PingPeriod:
 		return fmt.Errorf("ysync: PongWait (%v) must exceed PingPeriod (%v)", c.PongWait, c.PingPeriod)
-	case c.WriteWait <= 0 || c.OpTimeout <= 0 || c.SendQueueWait <= 0 || c.AwarenessTimeout <= 0:
-		return fmt.Errorf("ysync: WriteWait, OpTimeout, SendQueueWait and AwarenessTimeout must be positive")
+	case c.WriteWait <= 0 || c.OpTimeout <= 0 || c.SendQueueWait <= 0 || c.AwarenessTimeout <= 0 || c.CloseTimeout <= 0:
+		return fmt.Errorf("ysync: WriteWait, OpTimeout, SendQueueWait, AwarenessTimeout and CloseTimeout must be positive")
 	case c.SendQueueMessages < 8:
 		return fmt.Errorf("ysync: SendQueueMessages %d is below 8 (a connect alone queues several frames)", c.SendQueueMessages)
 	case c.SendQueueBytes < c.MaxMessageSize:
@@ -199,6 +217,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: MessageBurst must be positive")
 	case c.MaxAwarenessEntries < 1, c.MaxAwarenessStateBytes < 16, c.MaxAwarenessStates < 1, c.MaxAwarenessIDsPerConn < 1:
 		return fmt.Errorf("ysync: awareness limits must be positive")
+	case c.MaxAwarenessRoomBytes < c.MaxAwarenessStateBytes:
+		return fmt.Errorf("ysync: MaxAwarenessRoomBytes (%d) is below MaxAwarenessStateBytes (%d)", c.MaxAwarenessRoomBytes, c.MaxAwarenessStateBytes)
 	}
 	if _, err := yaps.CanonicalOrigins(c.AllowedOrigins); err != nil {
 		return fmt.Errorf("ysync: AllowedOrigins: %w", err)

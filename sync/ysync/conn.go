@@ -3,6 +3,7 @@ package ysync
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"slices"
@@ -57,6 +58,17 @@ type conn struct {
 	killMu    sync.Mutex
 	killTimer *time.Timer
 
+	// readLimitHit: gorilla refused a frame over MaxMessageSize, wrote
+	// its 1009 close frame and ended the read loop (see keepOpenOnClose).
+	readLimitHit atomic.Bool
+
+	// Step 1 answers: at most one in progress and one waiting, the latest
+	// (see handleStep1). Guarded by step1Mu.
+	step1Mu      sync.Mutex
+	step1Running bool
+	step1Waiting bool
+	step1Next    []byte
+
 	// Updates of this connection waiting in the room's queue (see
 	// enqueue), guarded by room.applyMu.
 	applyCond    *sync.Cond
@@ -83,14 +95,34 @@ func newConn(s *Server, rm *room, a *yaps.Actor, code string) *conn {
 }
 
 // setActor records a (re-)authenticated actor and whether it may write.
-func (c *conn) setActor(a *yaps.Actor) {
+// It reports whether a read-only connection became writable (unarchived).
+func (c *conn) setActor(a *yaps.Actor) (writable bool) {
 	c.actor.Store(a)
 	if c.s.svc.CanWrite(a) {
-		c.readOnly.Store(false)
-	} else if !c.readOnly.Swap(true) {
+		return c.readOnly.Swap(false)
+	}
+	if !c.readOnly.Swap(true) {
 		// Newly read-only (e.g. archived): the next write is told again.
 		c.denied.Store(false)
 	}
+	return false
+}
+
+// resync sends our sync step 1 to a connection that became writable
+// again. Its client may have edited while it was read-only: those edits
+// were refused and exist only on the client, and its next edits depend on
+// them. The client answers with a step 2 holding everything we lack,
+// which is then applied like any write.
+func (c *conn) resync() {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.OpTimeout)
+	sv, err := c.s.svc.StateVector(ctx, c.room.ref)
+	cancel()
+	if err != nil {
+		// Closing makes the client reconnect, which resyncs as well.
+		c.closeForError(err)
+		return
+	}
+	c.send(AppendSyncStep1(make([]byte, 0, len(sv)+4), sv))
 }
 
 // send queues one frame. Frames are never dropped: a connection that cannot
@@ -147,7 +179,9 @@ func (c *conn) sent(n int) {
 }
 
 // closeWith sends a close frame after whatever is queued and cuts the
-// socket if that does not finish within WriteWait.
+// socket if that does not finish within WriteWait. Once the close frame is
+// written, the socket stays open for the closing handshake (see
+// keepOpenOnClose).
 func (c *conn) closeWith(code int, reason string) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
@@ -165,6 +199,48 @@ func (c *conn) closeWith(code int, reason string) {
 		c.killTimer = time.AfterFunc(c.s.cfg.WriteWait, c.kill)
 	}
 	c.killMu.Unlock()
+}
+
+// keepOpenOnClose is called by coalescingConn.Close when Melody closes the
+// session, after the frames held back (the close frame among them) were
+// written. It reports whether the socket must stay open.
+//
+// Closing a socket whose receive buffer holds unread data makes the kernel
+// send a reset, and a client that was still sending when the server closed
+// it (a flood, a frame over the limit) would see 1006 instead of the close
+// code. So, after a close frame of ours, the socket stays open: Melody's
+// read loop goes on reading the client's frames, which handle ignores
+// (closing is set), until the client's close frame ends it, and
+// onDisconnect then closes the socket; kill closes it after CloseTimeout
+// if the client's close frame does not come. After gorilla's own 1009 the
+// read loop has already ended, so the socket is drained here instead, up
+// to CloseTimeout.
+func (c *conn) keepOpenOnClose() bool {
+	if c.readLimitHit.Load() {
+		c.drain()
+		return false
+	}
+	if !c.closing.Load() || c.ctx.Err() != nil {
+		return false // not our close frame, or disconnect already ran
+	}
+	c.killMu.Lock()
+	if c.killTimer != nil {
+		c.killTimer.Reset(c.s.cfg.CloseTimeout)
+	} else {
+		c.killTimer = time.AfterFunc(c.s.cfg.CloseTimeout, c.kill)
+	}
+	c.killMu.Unlock()
+	return true
+}
+
+// drain reads and discards what the client still sends, until it closes
+// its side or CloseTimeout passes. Only once the read loop has ended.
+func (c *conn) drain() {
+	if c.netConn == nil {
+		return
+	}
+	_ = c.netConn.SetReadDeadline(time.Now().Add(c.s.cfg.CloseTimeout))
+	_, _ = io.Copy(io.Discard, c.netConn)
 }
 
 // kill cuts the socket; Melody's read loop then ends and disconnect runs.
@@ -249,17 +325,7 @@ func (c *conn) handle(frame []byte) {
 	switch m.Type {
 	case MsgSync:
 		if m.SyncType == SyncStep1 {
-			// Answered on a goroutine of its own: loading and encoding a
-			// document can grow a stack a lot, and this read goroutine
-			// lives as long as the connection. An idle server never
-			// shrinks stacks, so 10,000 idle clients would each keep the
-			// grown one. The connection's own wg count is held while
-			// handle runs, so this Add cannot race Close's Wait.
-			c.s.wg.Add(1)
-			go func(sv []byte) {
-				defer c.s.wg.Done()
-				c.answerStep1(sv)
-			}(m.Payload)
+			c.handleStep1(m.Payload)
 		} else {
 			c.write(m.SyncType, m.Payload)
 		}
@@ -278,7 +344,48 @@ func (c *conn) handle(frame []byte) {
 	}
 }
 
+// handleStep1 answers a client's step 1 on a goroutine of its own: loading
+// and encoding a document can grow a stack a lot, and this read goroutine
+// lives as long as the connection. An idle server never shrinks stacks, so
+// 10,000 idle clients would each keep the grown one.
+//
+// At most one answer per connection is in progress and at most one step 1
+// waits; a later one replaces it (answering the latest state vector is
+// enough: an answer holds everything the document has that the vector
+// lacks). A burst of step 1 frames therefore costs one goroutine and
+// sequential encodes, not one of each per frame.
+func (c *conn) handleStep1(sv []byte) {
+	c.step1Mu.Lock()
+	if c.step1Running {
+		c.step1Next, c.step1Waiting = sv, true
+		c.step1Mu.Unlock()
+		return
+	}
+	c.step1Running = true
+	c.step1Mu.Unlock()
+	// The connection's own wg count is held while handle runs, so this Add
+	// cannot race Close's Wait.
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		for {
+			c.answerStep1(sv)
+			c.step1Mu.Lock()
+			if !c.step1Waiting || c.closing.Load() {
+				c.step1Running, c.step1Waiting, c.step1Next = false, false, nil
+				c.step1Mu.Unlock()
+				return
+			}
+			sv, c.step1Next, c.step1Waiting = c.step1Next, nil, false
+			c.step1Mu.Unlock()
+		}
+	}()
+}
+
 func (c *conn) answerStep1(sv []byte) {
+	if c.closing.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.OpTimeout)
 	update, err := c.s.svc.EncodeState(ctx, c.room.ref, sv)
 	cancel()

@@ -13,7 +13,8 @@
 //
 // On connect the server sends its sync step 1 and, when there are any, the
 // room's awareness states. Every step 1 is answered with a step 2 holding
-// what the client lacks. A client's step 2 and update messages are applied
+// what the client lacks; per connection one answer is encoded at a time,
+// and of the step 1 messages that arrive meanwhile only the latest waits. A client's step 2 and update messages are applied
 // through Service.ApplyUpdates (durable before anything is relayed) by a
 // per-room worker: the updates that arrived, from any connection of the
 // room, while the previous batch was being stored are applied in one
@@ -32,13 +33,17 @@
 // dropped silently. An empty update (the step 2 of a client that has nothing
 // new) is never treated as a write, and neither is a read-only client's
 // step 2 whose structs the server already has (a reconnecting viewer
-// answers our step 1 with its whole delete set).
+// answers our step 1 with its whole delete set). A connection that becomes
+// writable again (unarchive) is sent our step 1 once more, so its client
+// sends the edits that were refused while it was read-only.
 //
 // Awareness updates are validated (size, entry count, JSON states, JS-safe
 // integers), applied with the y-protocols clock rules to the room's state
-// table, and the accepted entries are relayed to every connection of the
+// table (at most MaxAwarenessRoomBytes of states per room; a message that
+// would pass it is refused with 4400), and the accepted entries are relayed to every connection of the
 // room, the sender included, and handed to the Broadcaster for other
-// processes. The IDs a connection set are removed (clock + 1, state null)
+// processes. Joiners and query-awareness answers share one frame with the
+// whole table, built again only after the table changed. The IDs a connection set are removed (clock + 1, state null)
 // when it disconnects.
 //
 // # Several processes
@@ -80,7 +85,10 @@
 //
 // # Close codes
 //
-// After the upgrade the server ends a connection with a close frame whose
+// After the upgrade the server ends a connection with a close frame, then
+// ignores but keeps reading the client's frames until the client's close
+// frame (at most CloseTimeout) before it closes the socket, so a client
+// that was still sending reads the code instead of a reset (1006). The
 // code follows the y-websocket client's convention: 4400-4499 are final (the
 // client stops reconnecting), everything else is transient.
 //

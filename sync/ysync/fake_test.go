@@ -27,6 +27,12 @@ type fakeService struct {
 	// from it; batches records the size of each call.
 	gate    chan struct{}
 	batches []int
+
+	// encodeDelay slows EncodeState; encodes counts its calls and
+	// maxEncoding the most that ran at once.
+	encodeDelay       time.Duration
+	encodes, encoding int
+	maxEncoding       int
 }
 
 type fakeList struct {
@@ -79,7 +85,15 @@ func (f *fakeService) StateVector(_ context.Context, ref string) ([]byte, error)
 // only compare bytes).
 func (f *fakeService) EncodeState(_ context.Context, ref string, sv []byte) ([]byte, error) {
 	f.mu.Lock()
+	f.encodes++
+	f.encoding++
+	f.maxEncoding = max(f.maxEncoding, f.encoding)
+	delay := f.encodeDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
+	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.encoding--
 	if len(f.lists[ref].updates) == 0 {
 		return emptyUpdate, nil
 	}

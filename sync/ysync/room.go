@@ -2,6 +2,7 @@ package ysync
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,11 @@ type room struct {
 	pending int // admitted, not yet upgraded
 	aw      map[uint64]*awState
 	live    int // entries of aw with a state
+	awBytes int // JSON bytes of those states (MaxAwarenessRoomBytes)
+	// awFrame is the awareness message with every current state, built
+	// once and shared (never modified) by every joiner and query-awareness
+	// answer until the table changes; nil when it must be rebuilt.
+	awFrame []byte
 	idle    *time.Timer
 	gone    bool   // unloaded
 	unpin   func() // releases the service's pin on the document
@@ -111,8 +117,7 @@ func (r *room) leave(c *conn) {
 		st.owner = nil
 		if st.state != "" {
 			st.clock++
-			st.state = ""
-			r.live--
+			r.setStateLocked(st, "")
 			removed = append(removed, AwarenessEntry{ClientID: id, Clock: st.clock, State: "null"})
 		}
 	}
@@ -178,6 +183,11 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	}
 	now := time.Now()
 	r.mu.Lock()
+	if from != nil && r.awBytes+r.growthLocked(entries) > r.s.cfg.MaxAwarenessRoomBytes {
+		// Refused whole, like a state over MaxAwarenessStateBytes.
+		r.mu.Unlock()
+		return ErrMalformed
+	}
 	accepted := entries[:0]
 	var overLimit bool
 	for _, e := range entries {
@@ -197,16 +207,25 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 				r.trimLocked()
 				continue
 			}
-			if st.state != "" {
-				r.live--
-			}
-			st.clock, st.state = e.Clock, ""
+			r.setStateLocked(st, "")
+			st.clock = e.Clock
 			if st.owner != nil {
 				delete(st.owner.awIDs, e.ClientID)
 				st.owner = nil
 			}
 			accepted = append(accepted, e)
 			continue
+		}
+		var cur0 int
+		if st != nil {
+			cur0 = len(st.state)
+		}
+		if r.awBytes-cur0+len(e.State) > r.s.cfg.MaxAwarenessRoomBytes {
+			if from != nil {
+				overLimit = true // only when growthLocked was fooled by repeated IDs
+				break
+			}
+			continue // from another process: drop, do not grow
 		}
 		if st == nil {
 			if r.live >= r.s.cfg.MaxAwarenessStates {
@@ -234,10 +253,8 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 			from.awIDs[e.ClientID] = struct{}{}
 			st.owner = from
 		}
-		if st.state == "" {
-			r.live++
-		}
-		st.clock, st.state, st.seen = e.Clock, e.State, now
+		r.setStateLocked(st, e.State)
+		st.clock, st.seen = e.Clock, now
 		accepted = append(accepted, e)
 	}
 	r.mu.Unlock()
@@ -252,6 +269,46 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 		return ErrMalformed
 	}
 	return nil
+}
+
+// setStateLocked sets an awareness client's state ("" removes it), keeping
+// the room's counts and dropping the shared frame.
+func (r *room) setStateLocked(st *awState, state string) {
+	if st.state != "" {
+		r.live--
+		r.awBytes -= len(st.state)
+	}
+	if state != "" {
+		r.live++
+		r.awBytes += len(state)
+	}
+	st.state = state
+	r.awFrame = nil
+}
+
+// growthLocked returns at most how many bytes applying entries would add
+// to the awareness table: each accepted state counts in full, and the
+// state it replaces is credited once per client. IDs repeated within one
+// message can only make it overestimate.
+func (r *room) growthLocked(entries []AwarenessEntry) int {
+	grow := 0
+	for i, e := range entries {
+		st := r.aw[e.ClientID]
+		var cur uint64
+		if st != nil {
+			cur = st.clock
+		}
+		if !(cur < e.Clock || (st != nil && cur == e.Clock && e.Removed() && st.state != "")) {
+			continue
+		}
+		if !e.Removed() {
+			grow += len(e.State)
+		}
+		if st != nil && st.state != "" && !slices.ContainsFunc(entries[:i], func(p AwarenessEntry) bool { return p.ClientID == e.ClientID }) {
+			grow -= len(st.state)
+		}
+	}
+	return grow
 }
 
 // trimLocked forgets removed awareness clients once the table is large, so
@@ -274,14 +331,13 @@ func (r *room) expireLocked() {
 	cutoff := time.Now().Add(-r.s.cfg.AwarenessTimeout)
 	for _, st := range r.aw {
 		if st.owner == nil && st.state != "" && st.seen.Before(cutoff) {
-			st.state = ""
-			r.live--
+			r.setStateLocked(st, "")
 		}
 	}
 }
 
 // awarenessFrame returns an awareness message with every current state, or
-// nil when there is none.
+// nil when there is none. The frame is shared: callers must not modify it.
 func (r *room) awarenessFrame() []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -293,13 +349,18 @@ func (r *room) awarenessFrameLocked() []byte {
 	if r.live == 0 {
 		return nil
 	}
+	if r.awFrame != nil {
+		return r.awFrame
+	}
+	r.s.awFramesBuilt.Add(1)
 	entries := make([]AwarenessEntry, 0, r.live)
 	for id, st := range r.aw {
 		if st.state != "" {
 			entries = append(entries, AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state})
 		}
 	}
-	return AppendAwareness(nil, EncodeAwareness(entries))
+	r.awFrame = AppendAwareness(nil, EncodeAwareness(entries))
+	return r.awFrame
 }
 
 // localAwareness encodes the states set by this process's connections, or
@@ -354,7 +415,9 @@ func (r *room) recheckOnce() {
 		for _, c := range conns {
 			switch {
 			case err == nil:
-				c.setActor(a)
+				if c.setActor(a) {
+					c.resync() // writable again (unarchived)
+				}
 			case yaps.IsCode(err, yaps.EUNAUTHORIZED), yaps.IsCode(err, yaps.ENOTFOUND):
 				c.closeForError(err)
 			default:

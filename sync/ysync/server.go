@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -94,6 +95,9 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup // admitted connections until their handler is done
 	bg     sync.WaitGroup // apply workers and re-checks, which call the service
+
+	// awFramesBuilt counts the full awareness frames built (for tests).
+	awFramesBuilt atomic.Int64
 }
 
 const connKey = "ysync.conn"
@@ -167,6 +171,11 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 		c := connOf(ms)
 		if c == nil {
 			return
+		}
+		if errors.Is(err, websocket.ErrReadLimit) {
+			// Gorilla sent 1009 and the read loop ends; the socket is
+			// drained before it is closed (conn.keepOpenOnClose).
+			c.readLimitHit.Store(true)
 		}
 		if errors.Is(err, melody.ErrMessageBufferFull) {
 			// Cannot happen while conn.send keeps its bound; if it ever
@@ -291,7 +300,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.netConn = nc
 	// Frames leave through coalescingConn: those queued back to back share
 	// one write. While frame k is written it still counts in queuedMsgs.
-	out := &coalescingConn{Conn: nc, more: func() bool { return c.queuedMsgs.Load() > 1 }}
+	out := &coalescingConn{Conn: nc, more: func() bool { return c.queuedMsgs.Load() > 1 }, keepOpen: c.keepOpenOnClose}
 	up := &upgraded{nc: out, header: w.Header().Clone()}
 	req := trimRequest(r)
 	go func() {
@@ -488,6 +497,9 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 	}
 	c.cancel()
 	c.stopKill()
+	// Melody's read loop has ended: the closing handshake, if any, is over
+	// (conn.keepOpenOnClose left the socket open for it).
+	c.kill()
 	// Updates still waiting to be applied are stored by the worker: the
 	// client sent them before it went away.
 	s.mu.Lock()

@@ -343,6 +343,11 @@ func TestReadOnly(t *testing.T) {
 		}
 		return true
 	}, 2*time.Second, 5*time.Millisecond)
+	// Writable again: our step 1, so the client sends what it edited
+	// while it was read-only.
+	m = w.nextOf(MsgSync)
+	require.Equal(t, uint64(SyncStep1), m.SyncType)
+	require.Equal(t, []byte{1}, m.Payload) // the fake's state vector: one update
 	w.write(AppendUpdate(nil, []byte{9}))
 	require.Equal(t, []byte{9}, w.nextOf(MsgSync).Payload)
 }
