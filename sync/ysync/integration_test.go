@@ -150,14 +150,7 @@ func TestWithService(t *testing.T) {
 
 	// Archiving makes the editor read-only.
 	st.do("DELETE", "/lists/"+ref, owner, nil, 204)
-	require.Eventually(t, func() bool {
-		for _, c := range *st.sync.room(ref).snapshot.Load() {
-			if !c.readOnly.Load() {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond)
+	st.waitReadOnly(ref, 5*time.Second)
 	e.edit(func(d *yjs.Doc) {
 		v, _ := d.GetMap("yaps").Get(id)
 		v.(*yjs.Map).Set("status", "done")

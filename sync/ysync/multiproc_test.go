@@ -71,14 +71,7 @@ func TestTwoProcesses(t *testing.T) {
 
 	// Archive on A makes B's editor read-only.
 	A.do("DELETE", "/lists/"+ref, owner, nil, 204)
-	require.Eventually(t, func() bool {
-		for _, c := range *B.sync.room(ref).snapshot.Load() {
-			if !c.readOnly.Load() {
-				return false
-			}
-		}
-		return true
-	}, 3*time.Second, 10*time.Millisecond)
+	B.waitReadOnly(ref, 3*time.Second)
 	b.edit(func(d *yjs.Doc) {
 		v, _ := d.GetMap("yaps").Get(id)
 		v.(*yjs.Map).Set("status", "open")

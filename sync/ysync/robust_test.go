@@ -213,14 +213,7 @@ func TestUnarchiveResyncs(t *testing.T) {
 	e := newPeer(t, st.dial(ref, editor))
 
 	st.do("DELETE", "/lists/"+ref, owner, nil, 204)
-	require.Eventually(t, func() bool {
-		for _, c := range *st.sync.room(ref).snapshot.Load() {
-			if !c.readOnly.Load() {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond)
+	st.waitReadOnly(ref, 5*time.Second)
 	e.edit(func(d *yjs.Doc) {
 		m := yjs.NewMap()
 		m.Set("kind", "task")

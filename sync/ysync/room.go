@@ -192,11 +192,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	var overLimit bool
 	for _, e := range entries {
 		st := r.aw[e.ClientID]
-		var cur uint64
-		if st != nil {
-			cur = st.clock
-		}
-		if !(cur < e.Clock || (st != nil && cur == e.Clock && e.Removed() && st.state != "")) {
+		if !st.accepts(e) {
 			continue
 		}
 		if e.Removed() {
@@ -286,6 +282,16 @@ func (r *room) setStateLocked(st *awState, state string) {
 	r.awFrame = nil
 }
 
+// accepts reports whether e changes the state st (nil: an unknown client)
+// as y-protocols' applyAwarenessUpdate decides: a newer clock, or a
+// removal at the same clock of a state that is set.
+func (st *awState) accepts(e AwarenessEntry) bool {
+	if st == nil {
+		return e.Clock > 0
+	}
+	return st.clock < e.Clock || (st.clock == e.Clock && e.Removed() && st.state != "")
+}
+
 // growthLocked returns at most how many bytes applying entries would add
 // to the awareness table: each accepted state counts in full, and the
 // state it replaces is credited once per client. IDs repeated within one
@@ -294,11 +300,7 @@ func (r *room) growthLocked(entries []AwarenessEntry) int {
 	grow := 0
 	for i, e := range entries {
 		st := r.aw[e.ClientID]
-		var cur uint64
-		if st != nil {
-			cur = st.clock
-		}
-		if !(cur < e.Clock || (st != nil && cur == e.Clock && e.Removed() && st.state != "")) {
+		if !st.accepts(e) {
 			continue
 		}
 		if !e.Removed() {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -92,6 +93,20 @@ func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
 }
 
 // shutdown stops the server as `yaps serve` does on SIGTERM.
+// waitReadOnly waits until every connection of ref's room on s is
+// read-only (an archive reached them).
+func (s *stack) waitReadOnly(ref string, within time.Duration) {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		for _, c := range *s.sync.room(ref).snapshot.Load() {
+			if !c.readOnly.Load() {
+				return false
+			}
+		}
+		return true
+	}, within, 10*time.Millisecond)
+}
+
 func (s *stack) shutdown() { s.stopOnce.Do(s.stop) }
 
 // do sends a JSON request to the HTTP API and decodes the JSON answer.
