@@ -308,10 +308,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 
 	// The WebSocket endpoint is served by package sync (sync/ysync); it is
 	// described here so the document lists every endpoint (no route is
-	// added). Its refusals, all before the upgrade: 403 for an Origin not
-	// allowed, 404 unknown ref, 401 bad or revoked code, 429 over the read
-	// limit (attempts count as reads), 400 for a request that is not a
-	// WebSocket upgrade, 503 over a connection cap, 500 on a fault.
+	// added). The description lists its refusals.
 	if oapi.Paths["/lists/{ref}/sync"] == nil {
 		op := d.op(huma.Operation{
 			OperationID: "sync", Method: http.MethodGet, Path: "/lists/{ref}/sync", Tags: tagLists,

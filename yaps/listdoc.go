@@ -3,7 +3,6 @@ package yaps
 import (
 	"slices"
 	"time"
-	"unicode/utf16"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
@@ -370,16 +369,6 @@ func anySlice(ss []string) []any {
 		out[i] = s
 	}
 	return out
-}
-
-// textDiff returns the minimal single edit that turns old into new, in
-// UTF-16 code units (the unit of Y.Text indexes): delete del units at
-// index, then insert ins there. The common prefix and suffix never split a
-// surrogate pair. It is diffText's fallback when its work budget runs out.
-func textDiff(old, new string) (index, del int, ins string) {
-	a, b := utf16Units(old), utf16Units(new)
-	p, q := commonPrefixSuffix(a, b)
-	return p, len(a) - p - q, string(utf16.Decode(b[p : len(b)-q]))
 }
 
 // editText changes t to s with a minimal character-level edit (diffText),

@@ -24,7 +24,7 @@ import (
 // for two unrelated large texts is far too much, so the diff counts its work
 // (one unit per code unit compared in a snake, textDiffVisit per diagonal
 // visited, which costs about that much more) and, past textDiffBudget,
-// gives up and returns the single prefix/suffix edit of textDiff: always
+// gives up and returns the single prefix/suffix edit (replace): always
 // correct, only coarse (a concurrent edit inside the replaced span is then
 // lost, as before). Measured on 100,000 characters, the budget covers an
 // edit distance of about 1,000 units (a 500-character passage rewritten,
@@ -57,7 +57,7 @@ type textEdit struct {
 
 // diffText returns edits that turn old into new, with the fewest inserted
 // plus deleted UTF-16 code units among scripts that never split a surrogate
-// pair, or the single prefix/suffix edit of textDiff when the work budget
+// pair, or the single prefix/suffix edit (replace) when the work budget
 // runs out. The edits are sorted by Index and do not overlap; apply them
 // from the last to the first so the indexes stay valid.
 // Equal texts give no edits.
@@ -71,15 +71,12 @@ func diffText(old, new string) []textEdit {
 func diffTextBudget(old, new string, budget int) (edits []textEdit, exact bool) {
 	a, b := utf16Units(old), utf16Units(new)
 	d := &textDiffer{a: a, b: b, budget: budget}
-	p := d.prefix(0, len(a), 0, len(b))
-	q := d.suffix(p, len(a), p, len(b))
+	p, q := d.trim()
 	a1, b1 := len(a)-q, len(b)-q
 	if p == a1 && p == b1 {
 		return nil, true
 	}
-	single := func() []textEdit {
-		return []textEdit{{Index: p, Delete: a1 - p, Insert: utf16String(b[p:b1])}}
-	}
+	single := func() []textEdit { return []textEdit{d.replace(p, q)} }
 	if p == a1 || p == b1 {
 		return single(), true // insert-only or delete-only
 	}
@@ -136,15 +133,6 @@ func utf16String(u []uint16) string {
 	return sb.String()
 }
 
-// commonPrefixSuffix returns the lengths, in UTF-16 code units, of the
-// common prefix and (of the rest) the common suffix of a and b, never
-// splitting a surrogate pair.
-func commonPrefixSuffix(a, b []uint16) (p, q int) {
-	d := &textDiffer{a: a, b: b}
-	p = d.prefix(0, len(a), 0, len(b))
-	return p, d.suffix(p, len(a), p, len(b))
-}
-
 // textDiffer holds the state of one diff. a and b are valid UTF-16 (every
 // high surrogate is followed by a low one and every low one preceded by a
 // high one), which utf16Units guarantees.
@@ -174,6 +162,20 @@ func (d *textDiffer) eq(i, j int) bool {
 		return d.a[i+1] == d.b[j+1] // high surrogate: compare the low one
 	}
 	return d.a[i-1] == d.b[j-1] // low surrogate: compare the high one
+}
+
+// trim returns the lengths, in UTF-16 code units, of the common prefix
+// and (of the rest) the common suffix of a and b, never splitting a
+// surrogate pair.
+func (d *textDiffer) trim() (p, q int) {
+	p = d.prefix(0, len(d.a), 0, len(d.b))
+	return p, d.suffix(p, len(d.a), p, len(d.b))
+}
+
+// replace is the single edit that replaces what lies between the common
+// prefix p and suffix q (trim): diffText's fallback, always correct.
+func (d *textDiffer) replace(p, q int) textEdit {
+	return textEdit{Index: p, Delete: len(d.a) - p - q, Insert: utf16String(d.b[p : len(d.b)-q])}
 }
 
 func (d *textDiffer) prefix(a0, a1, b0, b1 int) int {

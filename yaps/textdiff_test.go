@@ -188,6 +188,14 @@ func TestDiffTextRandom(t *testing.T) {
 	}
 }
 
+// textDiff is the fallback edit (textDiffer.replace) as index, units to
+// delete and text to insert, for the tests that check it.
+func textDiff(old, new string) (index, del int, ins string) {
+	d := &textDiffer{a: utf16Units(old), b: utf16Units(new)}
+	e := d.replace(d.trim())
+	return e.Index, e.Delete, e.Insert
+}
+
 func TestDiffTextBudget(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewSource(7))

@@ -218,7 +218,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 		}
 		if r.awBytes-cur0+len(e.State) > r.s.cfg.MaxAwarenessRoomBytes {
 			if from != nil {
-				overLimit = true // only when growthLocked was fooled by repeated IDs
+				overLimit = true // the message frees room only after this entry
 				break
 			}
 			continue // from another process: drop, do not grow
