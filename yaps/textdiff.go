@@ -62,15 +62,21 @@ type textEdit struct {
 // from the last to the first so the indexes stay valid.
 // Equal texts give no edits.
 func diffText(old, new string) []textEdit {
-	edits, _ := diffTextBudget(old, new, textDiffBudget)
+	edits, _, _ := diffTextBudget(old, new, textDiffBudget)
 	return edits
 }
 
 // diffTextBudget is diffText with an explicit budget; exact reports whether
-// the diff completed (false: the single-edit fallback was used).
-func diffTextBudget(old, new string, budget int) (edits []textEdit, exact bool) {
-	a, b := utf16Units(old), utf16Units(new)
-	d := &textDiffer{a: a, b: b, budget: budget}
+// the diff completed (false: the single-edit fallback was used), and work
+// is the work it counted, which passes budget by at most one step.
+func diffTextBudget(old, new string, budget int) (edits []textEdit, exact bool, work int) {
+	d := &textDiffer{a: utf16Units(old), b: utf16Units(new), budget: budget}
+	edits, exact = d.run()
+	return edits, exact, d.work
+}
+
+func (d *textDiffer) run() (edits []textEdit, exact bool) {
+	a, b := d.a, d.b
 	p, q := d.trim()
 	a1, b1 := len(a)-q, len(b)-q
 	if p == a1 && p == b1 {
