@@ -5,7 +5,8 @@
 //
 // Each case holds the full update, the incremental updates of every
 // transaction, Yjs's mergeUpdates/diffUpdate/encodeStateVectorFromUpdate
-// results, the toJSON view of every root, and (for single-client cases)
+// results, Y.parseUpdateMeta of the full, each incremental and the diff
+// update, the toJSON view of every root, and (for single-client cases)
 // the scripted local operations so Go can replay them and compare bytes.
 import * as Y from 'yjs'
 import fs from 'fs'
@@ -19,6 +20,12 @@ const out = process.env.GOLDEN_OUT || path.join(here, '..', '..', 'yaps', 'yjs',
 const peerSeeds = Number(process.env.GOLDEN_PEER_SEEDS || 3)
 
 const b64 = (u) => Buffer.from(u).toString('base64')
+
+// meta is Y.parseUpdateMeta as plain JSON: {from, to}, each client -> clock.
+const meta = (u) => {
+  const { from, to } = Y.parseUpdateMeta(u)
+  return { from: Object.fromEntries(from), to: Object.fromEntries(to) }
+}
 
 // view converts toJSON output to plain JSON: binary becomes {$bin: base64}.
 const view = (v) => {
@@ -113,6 +120,7 @@ const record = (name, doc, roots, updates, extra = {}) => {
     updates: updates.map(b64),
     json,
     stateVectorFromUpdate: b64(Y.encodeStateVectorFromUpdate(full)),
+    meta: [full, ...updates].map(meta),
     ...extra
   }
   if (updates.length > 1) {
@@ -120,7 +128,9 @@ const record = (name, doc, roots, updates, extra = {}) => {
     const half = Y.mergeUpdates(updates.slice(0, Math.floor(updates.length / 2)))
     const sv = Y.encodeStateVectorFromUpdate(half)
     c.diffStateVector = b64(sv)
-    c.diff = b64(Y.diffUpdate(full, sv))
+    const diff = Y.diffUpdate(full, sv)
+    c.diff = b64(diff)
+    c.meta.push(meta(diff))
     c.mergedDiff = b64(Y.diffUpdate(Y.mergeUpdates(updates), sv))
   }
   cases.push(c)
@@ -336,13 +346,15 @@ const multiPeer = (seed, peers, steps) => {
   }
   const json = {}
   for (const [n, kind] of Object.entries({ t: 'text', a: 'array', m: 'map' })) json[n] = view(getRoot(docs[0], n, kind).toJSON())
+  const full = Y.encodeStateAsUpdate(docs[0])
   cases.push({
     name: 'multi-peer-' + seed,
     roots: { t: 'text', a: 'array', m: 'map' },
-    full: b64(Y.encodeStateAsUpdate(docs[0])),
+    full: b64(full),
     updates: updates[0].map((u) => Buffer.from(u, 'base64').toString('base64')),
     json,
-    stateVectorFromUpdate: b64(Y.encodeStateVectorFromUpdate(Y.encodeStateAsUpdate(docs[0]))),
+    stateVectorFromUpdate: b64(Y.encodeStateVectorFromUpdate(full)),
+    meta: [full, ...updates[0].map((u) => Buffer.from(u, 'base64'))].map(meta),
     peers: { clients: docs.map((d) => d.clientID), steps: steps_, updates }
   })
 }

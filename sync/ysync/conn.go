@@ -634,13 +634,11 @@ func (r *room) apply(batch []queuedUpdate) {
 }
 
 // knownStructs reports whether the server already has every struct of
-// update (the update's state vector is within the document's).
+// update: each client's structs end within the document's state vector.
+// (Not the update's own state vector, which leaves out a client whose
+// structs do not start at clock 0.)
 func (c *conn) knownStructs(update []byte) bool {
-	usv, err := yjs.EncodeStateVectorFromUpdate(update)
-	if err != nil {
-		return false
-	}
-	theirs, err := yjs.DecodeStateVector(usv)
+	_, theirs, err := yjs.ParseUpdateMeta(update)
 	if err != nil {
 		return false
 	}

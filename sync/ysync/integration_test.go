@@ -186,6 +186,39 @@ func TestViewerReconnectIsNotAWrite(t *testing.T) {
 	require.Equal(t, "permission denied", p.c.nextOf(MsgAuth).Reason)
 }
 
+// A viewer's step 2 whose new structs do not start at clock 0 (its first
+// edit never reached the server) is still a write, and is denied.
+func TestViewerStep2WithLaterStructsIsAWrite(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, Config{})
+	ref, owner := st.newList()
+	viewer, _ := st.issue(ref, owner, "viewer")
+	y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "oat milk", "status": "open"}, 201)
+	id := y["id"].(string)
+
+	p := newPeer(t, st.dial(ref, viewer))
+	p.until(func() bool { return yapField(p.doc, id, "content") == "oat milk" })
+	full, err := p.doc.EncodeStateAsUpdate(nil)
+	require.NoError(t, err)
+	local := yjs.NewDoc()
+	require.NoError(t, local.ApplyUpdate(full, nil))
+	setStatus := func(s string) {
+		local.Transact(func(*yjs.Transaction) {
+			v, _ := local.GetMap("yaps").Get(id)
+			v.(*yjs.Map).Set("status", s)
+		}, nil)
+	}
+	setStatus("done")
+	afterFirst := local.EncodeStateVector()
+	setStatus("open")
+	second, err := local.EncodeStateAsUpdate(afterFirst)
+	require.NoError(t, err)
+
+	c := st.dial(ref, viewer)
+	c.write(AppendSyncStep2(nil, second))
+	require.Equal(t, "permission denied", c.nextOf(MsgAuth).Reason)
+}
+
 // A burst of updates from one client is stored in fewer writes (merged),
 // and every peer ends with every edit.
 func TestBurstIsMerged(t *testing.T) {

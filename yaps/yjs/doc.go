@@ -13,10 +13,11 @@
 // local edits produce the same updates Yjs would produce for the same
 // client id: structs are merged on transaction cleanup exactly as Yjs does
 // and deleted content is garbage collected by default (WithGC(false) keeps
-// it). MergeUpdates, DiffUpdate and EncodeStateVectorFromUpdate work on
-// encoded updates without a document and match their Yjs namesakes. Text
-// positions and lengths are UTF-16 code units, as in JavaScript; like Yjs,
-// splitting a surrogate pair replaces both halves with U+FFFD.
+// it). MergeUpdates, DiffUpdate, EncodeStateVectorFromUpdate and
+// ParseUpdateMeta work on encoded updates without a document and match
+// their Yjs namesakes. Text positions and lengths are UTF-16 code units, as
+// in JavaScript; like Yjs, splitting a surrogate pair replaces both halves
+// with U+FFFD.
 //
 // # Concurrency
 //

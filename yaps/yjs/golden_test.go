@@ -22,6 +22,7 @@ type goldenCase struct {
 	Updates               [][]byte          `json:"updates"`
 	JSON                  map[string]any    `json:"json"`
 	StateVectorFromUpdate []byte            `json:"stateVectorFromUpdate"`
+	Meta                  []updateMeta      `json:"meta"` // of Full, each of Updates, then Diff
 	Merged                []byte            `json:"merged"`
 	DiffStateVector       []byte            `json:"diffStateVector"`
 	Diff                  []byte            `json:"diff"`
@@ -34,6 +35,12 @@ type goldenCase struct {
 		Updates [][][]byte `json:"updates"`
 	} `json:"peers"`
 	GC *bool `json:"gc"`
+}
+
+// updateMeta is Y.parseUpdateMeta's result, client -> clock.
+type updateMeta struct {
+	From map[uint64]uint64 `json:"from"`
+	To   map[uint64]uint64 `json:"to"`
 }
 
 func (c *goldenCase) gc() bool { return c.GC == nil || *c.GC }
@@ -117,6 +124,25 @@ func TestGoldenDecodeReencode(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.StateVectorFromUpdate, sv)
 			require.Equal(t, c.StateVectorFromUpdate, doc.EncodeStateVector())
+		})
+	}
+}
+
+func TestGoldenParseUpdateMeta(t *testing.T) {
+	t.Parallel()
+	for _, c := range loadGolden(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			updates := append([][]byte{c.Full}, c.Updates...)
+			if c.Diff != nil {
+				updates = append(updates, c.Diff)
+			}
+			require.Len(t, c.Meta, len(updates))
+			for i, u := range updates {
+				from, to, err := yjs.ParseUpdateMeta(u)
+				require.NoError(t, err)
+				require.Equal(t, c.Meta[i], updateMeta{From: from, To: to}, "update %d", i)
+			}
 		})
 	}
 }

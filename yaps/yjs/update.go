@@ -475,6 +475,28 @@ func DiffUpdate(update, stateVector []byte) ([]byte, error) {
 	return e.buf, nil
 }
 
+// ParseUpdateMeta returns, per client, the first clock (from) and the end
+// clock (to, one past the last) of the structs an update holds, like
+// Y.parseUpdateMeta. Unlike EncodeStateVectorFromUpdate it also reports
+// structs that do not start at clock 0, which an update applied out of
+// order holds.
+func ParseUpdateMeta(update []byte) (from, to map[uint64]uint64, err error) {
+	du, err := decodeUpdateRaw(update)
+	if err != nil {
+		return nil, nil, err
+	}
+	from, to = map[uint64]uint64{}, map[uint64]uint64{}
+	for r := newStructReader(du, false); r.curr != nil; r.next() {
+		it := r.curr.it
+		client := it.id.client
+		if _, seen := from[client]; !seen {
+			from[client] = uint64(it.id.clock)
+		}
+		to[client] = uint64(it.id.clock + it.length)
+	}
+	return from, to, nil
+}
+
 // EncodeStateVectorFromUpdate computes the state vector an update would
 // produce on an empty document, like Y.encodeStateVectorFromUpdate.
 func EncodeStateVectorFromUpdate(update []byte) ([]byte, error) {
