@@ -34,25 +34,43 @@ type docEntry struct {
 	auditAt        map[auditKey]time.Time // last committed coalescing sync audit entry per (code, yap)
 
 	// Guarded by docCache.mu.
-	users      int // goroutines holding or waiting for the entry
+	memory     int64 // estimated memory of doc as of the last release
+	users      int   // goroutines holding or waiting for the entry
 	pins       int
 	watchUntil time.Time // sync interest: poll the store for other processes' writes
 	lastUsed   time.Time
 	elem       *list.Element
 }
 
+// docStructMemory estimates the heap a loaded document holds per struct:
+// about 150-190 bytes for a run of text, 570 for an empty Y.Map, less per
+// struct for the yaps' small maps of short values.
+const docStructMemory = 256
+
 // docCache maps list refs to live documents. Entries not in use and not
-// pinned are evicted when the cache is over its size or idle too long.
+// pinned are evicted when the cache is over its size or its memory
+// (maxMemory, if positive), or idle too long.
 type docCache struct {
-	mu      sync.Mutex
-	entries map[string]*docEntry
-	lru     *list.List // front: most recently used
-	max     int
-	idle    time.Duration
+	mu        sync.Mutex
+	entries   map[string]*docEntry
+	lru       *list.List // front: most recently used
+	max       int
+	maxMemory int64
+	memory    int64 // sum of the entries' memory
+	idle      time.Duration
 }
 
-func newDocCache(max int, idle time.Duration) *docCache {
-	return &docCache{entries: map[string]*docEntry{}, lru: list.New(), max: max, idle: idle}
+func newDocCache(max int, maxMemory int64, idle time.Duration) *docCache {
+	return &docCache{entries: map[string]*docEntry{}, lru: list.New(), max: max, maxMemory: maxMemory, idle: idle}
+}
+
+// memoryEstimate is the entry's document memory for docCache. mu must be
+// held.
+func (e *docEntry) memoryEstimate() int64 {
+	if e.doc == nil {
+		return 0
+	}
+	return int64(e.doc.StructCount()) * docStructMemory
 }
 
 // acquire returns ref's entry with its mutex held; release it with release.
@@ -74,10 +92,14 @@ func (c *docCache) acquire(ref string) *docEntry {
 }
 
 func (c *docCache) release(e *docEntry) {
+	memory := e.memoryEstimate()
 	e.mu.Unlock()
 	c.mu.Lock()
 	e.users--
 	e.lastUsed = time.Now()
+	c.memory += memory - e.memory
+	e.memory = memory
+	c.evictLocked(e.lastUsed, false)
 	c.mu.Unlock()
 }
 
@@ -109,7 +131,7 @@ func (c *docCache) evictLocked(now time.Time, idleToo bool) {
 	for el := c.lru.Back(); el != nil; {
 		prev := el.Prev()
 		e := el.Value.(*docEntry)
-		over := len(c.entries) > c.max
+		over := len(c.entries) > c.max || c.maxMemory > 0 && c.memory > c.maxMemory
 		idle := idleToo && now.Sub(e.lastUsed) > c.idle
 		if !over && !idle {
 			if !idleToo {
@@ -121,6 +143,7 @@ func (c *docCache) evictLocked(now time.Time, idleToo bool) {
 		if e.users == 0 && e.pins == 0 && !now.Before(e.watchUntil) {
 			c.lru.Remove(el)
 			delete(c.entries, e.ref)
+			c.memory -= e.memory
 		}
 		el = prev
 	}

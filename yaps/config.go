@@ -34,6 +34,9 @@ const (
 	// DefaultMaxDocItems is the default limit on the structs a list
 	// document holds (Config.MaxDocItems).
 	DefaultMaxDocItems = 250_000
+	// DefaultDocCacheMemory is the default bound on the estimated memory
+	// of the documents a process keeps loaded (Config.DocCacheMemory).
+	DefaultDocCacheMemory = 256 << 20
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -64,6 +67,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DocCacheSize == 0 {
 		c.DocCacheSize = DefaultDocCacheSize
+	}
+	if c.DocCacheMemory == 0 {
+		c.DocCacheMemory = DefaultDocCacheMemory
 	}
 	if c.DocIdleTimeout == 0 {
 		c.DocIdleTimeout = DefaultDocIdleTimeout

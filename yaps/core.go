@@ -21,7 +21,7 @@ func NewService(cfg Config) (*Service, error) {
 		subs: make(map[int]func(Event)),
 		stop: make(chan struct{}),
 	}
-	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocIdleTimeout)
+	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocCacheMemory, cfg.DocIdleTimeout)
 	s.auth = newAuthCache(cfg.AuthCacheTTL)
 	s.coalesceDetail = "sync"
 	if cfg.AuditCoalesce > 0 {

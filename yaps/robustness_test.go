@@ -79,23 +79,31 @@ func TestRenderJSON(t *testing.T) {
 
 func TestDocCacheEviction(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *yaps.Config) { c.DocCacheSize = 2 })
-	var owners []*yaps.Actor
-	var ids []string
-	for i := range 5 {
-		a := e.list()
-		y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task(fmt.Sprint(i)), "", nil)
-		require.NoError(t, err)
-		owners, ids = append(owners, a), append(ids, y.ID)
-	}
-	for round := range 3 {
-		for i, a := range owners {
-			y, err := e.svc.UpdateYap(e.ctx, a, ids[i], yaps.YapFields{Content: yaps.Set(fmt.Sprint(i, "-", round))}, "")
-			require.NoError(t, err)
-			require.Equal(t, fmt.Sprint(i, "-", round), y.Content)
-			d := docOf(t, e, a)
-			require.Equal(t, y.Content, text(t, ymap(t, d, ids[i]), "content").String())
-		}
+	for name, cfg := range map[string]func(*yaps.Config){
+		"size":   func(c *yaps.Config) { c.DocCacheSize = 2 },
+		"memory": func(c *yaps.Config) { c.DocCacheMemory = 1 }, // every document unloads after use
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, cfg)
+			var owners []*yaps.Actor
+			var ids []string
+			for i := range 5 {
+				a := e.list()
+				y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task(fmt.Sprint(i)), "", nil)
+				require.NoError(t, err)
+				owners, ids = append(owners, a), append(ids, y.ID)
+			}
+			for round := range 3 {
+				for i, a := range owners {
+					y, err := e.svc.UpdateYap(e.ctx, a, ids[i], yaps.YapFields{Content: yaps.Set(fmt.Sprint(i, "-", round))}, "")
+					require.NoError(t, err)
+					require.Equal(t, fmt.Sprint(i, "-", round), y.Content)
+					d := docOf(t, e, a)
+					require.Equal(t, y.Content, text(t, ymap(t, d, ids[i]), "content").String())
+				}
+			}
+		})
 	}
 }
 

@@ -45,6 +45,15 @@ type Config struct {
 	// DocCacheSize bounds how many list documents a process keeps loaded.
 	// Default: 1000.
 	DocCacheSize int
+	// DocCacheMemory bounds the memory of the list documents a process
+	// keeps loaded, estimated as docStructMemory (256) bytes per struct
+	// (yjs Doc.StructCount; see MaxDocItems): past it, the least recently
+	// used documents that no request, sync room or watch holds are
+	// unloaded, as past DocCacheSize. Documents in use stay loaded, so the
+	// estimate can pass the bound by what they hold (sync's room and
+	// connection caps bound those). Default: DefaultDocCacheMemory
+	// (256 MiB); negative: no bound but DocCacheSize.
+	DocCacheMemory int64
 	// DocIdleTimeout evicts a cached document not used for this long
 	// (pinned documents excepted). Default: 10 minutes.
 	DocIdleTimeout time.Duration
