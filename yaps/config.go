@@ -55,10 +55,7 @@ func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if !strings.HasPrefix(c.Prefix, "/") {
-		c.Prefix = "/" + c.Prefix
-	}
-	c.Prefix = strings.TrimRight(c.Prefix, "/")
+	c.Prefix = NormalizePrefix(c.Prefix)
 	if c.DeletedRetention == 0 {
 		c.DeletedRetention = DefaultDeletedRetention
 	}
@@ -105,6 +102,16 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// NormalizePrefix is how a configured prefix is read: with a leading "/"
+// added if missing and trailing ones removed ("api/v1/" is "/api/v1").
+// CheckPrefix then says whether the result is usable.
+func NormalizePrefix(prefix string) string {
+	if !strings.HasPrefix(prefix, "/") {
+		prefix = "/" + prefix
+	}
+	return strings.TrimRight(prefix, "/")
 }
 
 // CheckPrefix reports whether prefix can prefix the API's paths, in links

@@ -208,11 +208,23 @@ func connOf(ms *melody.Session) *conn {
 func (s *Server) Handler() http.Handler { return s }
 
 // Mount registers GET {prefix}/lists/{ref}/sync on mux (an *http.ServeMux
-// or anything with the same Handle method).
+// or anything with the same Handle method). An empty prefix is the
+// service's (yaps.Config.Prefix); a prefix is read like that one
+// (yaps.NormalizePrefix: "api/v1/" is "/api/v1"). Like httpapi.Mount, it
+// panics on a prefix yaps.CheckPrefix refuses.
 func (s *Server) Mount(mux interface {
 	Handle(pattern string, h http.Handler)
 }, prefix string) {
-	mux.Handle("GET "+strings.TrimSuffix(prefix, "/")+"/lists/{ref}/sync", s)
+	if prefix == "" {
+		if svc, ok := s.svc.(interface{ Prefix() string }); ok {
+			prefix = svc.Prefix()
+		}
+	}
+	prefix = yaps.NormalizePrefix(prefix)
+	if err := yaps.CheckPrefix(prefix); err != nil {
+		panic("ysync: " + err.Error())
+	}
+	mux.Handle("GET "+prefix+"/lists/{ref}/sync", s)
 }
 
 // ServeHTTP authenticates, admits and upgrades one connection. Every

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/yaps-dev/yaps/store/memstore"
 	"github.com/yaps-dev/yaps/yaps"
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
@@ -827,4 +828,32 @@ func TestRoomBatchBounded(t *testing.T) {
 	}
 	require.Equal(t, []int{1, 256, 44}, want)
 	require.Equal(t, want, e.fake.batchSizes())
+}
+
+// Mount reads its prefix like yaps.Config does, takes the service's when
+// none is given, and panics on one that cannot be a path.
+func TestMountPrefix(t *testing.T) {
+	t.Parallel()
+	svc, err := yaps.NewService(yaps.Config{Store: memstore.New(), PurgeInterval: -1, Prefix: "/svc/v1"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Close() })
+	s, err := New(svc, Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	cases := []struct{ prefix, want string }{
+		{"", "GET /svc/v1/lists/{ref}/sync"},
+		{"api/v1", "GET /api/v1/lists/{ref}/sync"},
+		{"/api/v1/", "GET /api/v1/lists/{ref}/sync"},
+	}
+	for _, c := range cases {
+		mux := http.NewServeMux()
+		s.Mount(mux, c.prefix)
+		want := strings.TrimSuffix(strings.TrimPrefix(c.want, "GET "), "/lists/{ref}/sync")
+		r := httptest.NewRequest("GET", want+"/lists/L1/sync", nil)
+		_, pattern := mux.Handler(r)
+		require.Equal(t, c.want, pattern, "prefix %q", c.prefix)
+	}
+	for _, bad := range []string{"/a b", "/", "/a/../b"} {
+		require.Panics(t, func() { s.Mount(http.NewServeMux(), bad) }, "prefix %q", bad)
+	}
 }
