@@ -131,8 +131,9 @@ func (l *Limiter) Config() Config { return l.cfg.WithDefaults() }
 //
 // A rejected request consumes no budget: its count is taken back from every
 // window, so a client that keeps retrying against a full short window does
-// not also drain its long window. Reset is rounded up to the next second,
-// so a client waiting until Reset is never early.
+// not also drain its long window. Reset is never before the window's
+// reset (ulule counts in whole seconds: it is rounded up, but never past
+// now plus the window), so a client waiting until Reset is never early.
 //
 // The store work is bounded by Config.CallTimeout. When the store fails,
 // Take returns the error once and then, for Config.BreakerCoolDown, allows
@@ -222,12 +223,18 @@ func (l *Limiter) take(ctx context.Context, ws []compiled, key string) (yaps.Lim
 		}
 	}
 	st := states[best]
+	// ulule reports the reset in whole seconds, truncated: round up. The
+	// window began at or before now, so it also ends by now+period, which
+	// is the tighter bound when it began within the last second.
+	reset := time.Unix(st.Reset+1, 0)
+	if end := now.Add(ws[best].rate.Period); reset.After(end) {
+		reset = end
+	}
 	res := yaps.LimitResult{
 		Allowed:   !rejected,
 		Limit:     st.Limit,
 		Remaining: st.Remaining,
-		// ulule reports the reset in whole seconds, truncated: round up.
-		Reset: time.Unix(st.Reset+1, 0),
+		Reset:     reset,
 	}
 	if rejected {
 		res.Remaining = 0

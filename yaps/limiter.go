@@ -43,8 +43,8 @@ type LimitResult struct {
 
 // SetHeaders passes the X-RateLimit-Limit, -Remaining and -Reset headers
 // of RULINGS R8 to set (http.Header.Set, say); X-RateLimit-Reset counts the
-// seconds from now to the window's reset. It sets nothing when no limit
-// applied (Limit -1, or 0 without a window).
+// seconds from now to the window's reset, rounded up like Retry-After. It
+// sets nothing when no limit applied (Limit -1, or 0 without a window).
 func (r LimitResult) SetHeaders(now time.Time, set func(name, value string)) {
 	if r.Limit < 0 || (r.Limit == 0 && r.Reset.IsZero()) {
 		return
@@ -53,7 +53,7 @@ func (r LimitResult) SetHeaders(now time.Time, set func(name, value string)) {
 	set("X-RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
 	reset := int64(0)
 	if !r.Reset.IsZero() {
-		reset = max(int64(r.Reset.Sub(now).Round(time.Second)/time.Second), 0)
+		reset = max(int64((r.Reset.Sub(now)+time.Second-1)/time.Second), 0)
 	}
 	set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 }

@@ -22,8 +22,9 @@ func TestLimitResultSetHeaders(t *testing.T) {
 		{"zero without window", yaps.LimitResult{Allowed: true}, nil},
 		{"allowed", yaps.LimitResult{Allowed: true, Limit: 60, Remaining: 59, Reset: now.Add(42 * time.Second)},
 			http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"59"}, "X-Ratelimit-Reset": {"42"}}},
-		{"exceeded", yaps.LimitResult{Limit: 60, Remaining: -3, Reset: now.Add(1400 * time.Millisecond), RetryAfter: time.Second},
-			http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1"}}},
+		// Rounded up, like Retry-After: a client waiting that long is never early.
+		{"exceeded", yaps.LimitResult{Limit: 60, Remaining: -3, Reset: now.Add(1400 * time.Millisecond), RetryAfter: 2 * time.Second},
+			http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"2"}}},
 		{"reset passed", yaps.LimitResult{Allowed: true, Limit: 5, Remaining: 5, Reset: now.Add(-time.Minute)},
 			http.Header{"X-Ratelimit-Limit": {"5"}, "X-Ratelimit-Remaining": {"5"}, "X-Ratelimit-Reset": {"0"}}},
 		{"zero limit with window", yaps.LimitResult{Reset: now.Add(time.Second)},
