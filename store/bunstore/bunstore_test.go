@@ -2,6 +2,7 @@ package bunstore_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
 
 	"github.com/yaps-dev/yaps/store/bunstore"
 	"github.com/yaps-dev/yaps/store/storetest"
@@ -164,5 +167,37 @@ func TestSQLitePragmas(t *testing.T) {
 			require.NoError(t, conn.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got))
 			require.Equal(t, want, got, pragma)
 		}
+	}
+}
+
+// A store made with New on the host's SQLite pool hands its write
+// connection back discarded, so its wal_autocheckpoint=0 reaches no one.
+func TestNewReleasesWriteConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "host.db")
+	sqldb, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sqldb.Close() })
+	sqldb.SetMaxOpenConns(2)
+	s, err := bunstore.New(bun.NewDB(sqldb, sqlitedialect.New()))
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	at := time.Unix(1, 0)
+	l := &yaps.List{Ref: "list-1", Title: "t", Kind: yaps.KindTask, CreatedAt: at, UpdatedAt: at}
+	owner := &yaps.Permission{ID: "perm-1", ListRef: l.Ref, Role: yaps.RoleOwner, CreatedAt: at, CodeHash: []byte("h")}
+	require.NoError(t, s.CreateList(ctx, l, owner, nil, nil)) // a write: the store takes its connection
+	require.NoError(t, s.Close())
+
+	conns := make([]*sql.Conn, 2) // every connection of the pool at once
+	for i := range conns {
+		conns[i], err = sqldb.Conn(ctx)
+		require.NoError(t, err)
+		defer conns[i].Close()
+	}
+	for i, c := range conns {
+		var n int
+		require.NoError(t, c.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&n))
+		require.Equal(t, 1000, n, "connection %d", i)
 	}
 }

@@ -91,15 +91,15 @@ func (w *writer) exec(q string, args ...any) (sql.Result, error) {
 	return st.ExecContext(noCancel, args...)
 }
 
-// close releases the connection; bad marks it unusable (a transaction may
-// still be open on it), so the pool discards it instead of reusing it.
-func (w *writer) close(bad bool) {
+// close releases the connection, and has the pool discard it rather than
+// reuse it: a transaction may still be open on it, and it carries
+// wal_autocheckpoint=0, which must not reach the pool's other users (a
+// host's *sql.DB given to New).
+func (w *writer) close() {
 	for _, st := range w.stmts {
 		_ = st.Close()
 	}
-	if bad {
-		_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
+	_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = w.conn.Close()
 }
 
@@ -228,7 +228,7 @@ func (s *Store) closeStmts() {
 	if !s.pg {
 		s.writeMu.Lock()
 		if s.writer != nil {
-			s.writer.close(false)
+			s.writer.close()
 			s.writer = nil
 		}
 		s.writeMu.Unlock()

@@ -102,7 +102,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 	if _, err := w.exec(sqlBegin); err != nil {
 		// A failed BEGIN leaves no transaction open, but a broken
 		// connection is replaced.
-		s.dropWriterLocked(true)
+		s.dropWriterLocked()
 		failAll(wrap(err, "begin"))
 		return
 	}
@@ -111,7 +111,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 		open = false
 		w.cache.clear()
 		if _, err := w.exec(sqlRollback); err != nil {
-			s.dropWriterLocked(true)
+			s.dropWriterLocked()
 		}
 	}
 	if err := w.checkVersion(); err != nil {

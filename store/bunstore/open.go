@@ -208,7 +208,10 @@ func openSQLite(path string) (*sql.DB, error) {
 // New wraps a Bun database the application already opened (SQLite or
 // Postgres dialect). It does not migrate (call Migrate) and Close does not
 // close db. For SQLite, open db with the pragmas Open uses (WAL, busy
-// timeout, _txlock=immediate) to get the same behaviour.
+// timeout, _txlock=immediate) to get the same behaviour; the store then
+// holds one connection of db's pool for its writes (set to
+// wal_autocheckpoint=0: it checkpoints in the background) until Close,
+// which has the pool discard it, so call Close before closing db.
 func New(db *bun.DB) (*Store, error) {
 	s := &Store{db: db, sqldb: db.DB}
 	switch db.Dialect().Name() {
@@ -301,7 +304,8 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 	return err
 }
 
-// Close closes the database if Open opened it.
+// Close stops the background checkpointer and releases the SQLite write
+// connection (see New), and closes the database if Open opened it.
 func (s *Store) Close() error {
 	s.writeMu.Lock()
 	ck := s.ckpt

@@ -68,9 +68,9 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) (err error)
 
 // dropWriterLocked discards the writer connection; the next write opens
 // another. writeMu is held.
-func (s *Store) dropWriterLocked(bad bool) {
+func (s *Store) dropWriterLocked() {
 	if s.writer != nil {
-		s.writer.close(bad)
+		s.writer.close()
 		s.writer = nil
 	}
 }
