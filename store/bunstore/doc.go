@@ -8,6 +8,13 @@
 // application already has. The schema lives in embedded SQL migrations,
 // one directory per dialect, applied by Migrate.
 //
+// Importing the package registers both database/sql drivers it opens:
+// pgx's "pgx" and modernc.org/sqlite's "sqlite" (walframes.go also relies
+// on modernc). A host that registers another driver named "sqlite" (e.g.
+// github.com/glebarez/go-sqlite) panics at start with "Register called
+// twice"; such a host must use modernc.org/sqlite for its own SQLite too.
+// A Postgres-only host still links the SQLite driver.
+//
 // Design notes:
 //   - Times are BIGINT unix milliseconds: exact and zone-free in both
 //     dialects, which is the precision the service keeps.
