@@ -155,7 +155,7 @@ func (f *fakeService) Limit(_ context.Context, _ yaps.LimitGroup, ip string, _ *
 		return yaps.LimitResult{Allowed: true, Limit: -1, Remaining: -1}, nil
 	}
 	res := yaps.LimitResult{Allowed: f.attempts <= f.maxAttempts, Limit: int64(f.maxAttempts),
-		Remaining: int64(f.maxAttempts - f.attempts), Reset: time.Now().Add(3400 * time.Millisecond)} // "3" even when the answer is slow
+		Remaining: int64(f.maxAttempts - f.attempts), Reset: time.Now().Add(3 * time.Second)} // "3": rounded up, while the answer takes under a second
 	if !res.Allowed {
 		res.RetryAfter = 3 * time.Second
 		return res, &yaps.Error{Code: yaps.ERATELIMITED, Message: "rate limit exceeded; retry later", RetryAfter: res.RetryAfter}
