@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -31,9 +32,10 @@ type AccountResolver func(r *http.Request) (*yaps.Account, error)
 // takes the default named in its comment (see WithDefaults).
 type Config struct {
 	// Prefix is the path prefix of every operation, e.g. "/api/v1" or "/v1".
-	// It starts with "/" and has no trailing slash. Default: with Mount, the
-	// service's prefix (yaps.Config.Prefix, whose default is "/api/v1");
-	// otherwise "/api/v1".
+	// It is normalised as yaps.Config.Prefix is: a missing leading "/" is
+	// added and trailing slashes are trimmed ("lists/" is "/lists").
+	// Default: with Mount, the service's prefix (yaps.Config.Prefix, whose
+	// default is "/api/v1"); otherwise "/api/v1".
 	Prefix string
 
 	// PublicURL is the externally visible origin of the server, e.g.
@@ -57,8 +59,24 @@ type Config struct {
 	// of the service (svc.AccountByKey) with the key taken from the
 	// X-Account-Key header, or from "Authorization: Bearer yak_..." when
 	// the bearer token is an account key rather than a list code. Only with
-	// the default resolver is POST /accounts offered.
+	// the default resolver is POST /accounts offered, and only then does the
+	// OpenAPI document name the built-in keys (security schemes accountKey
+	// and accountKeyHeader, the X-Account-Key parameter of rollup).
 	Accounts AccountResolver
+
+	// AccountScheme describes the credential a custom Accounts resolver
+	// reads, for the OpenAPI document: it is added as the security scheme
+	// "account", which GET /lists requires, and POST /lists/{ref}/rollup
+	// requires beside the list code. For example, for a session cookie:
+	//
+	//	&huma.SecurityScheme{Type: "apiKey", In: "cookie", Name: "session"}
+	//
+	// Default: nil, and then with a custom resolver the document names no
+	// account credential (GET /lists has no security requirement; rollup
+	// requires the list code only). A host whose credential one scheme
+	// cannot describe edits api.OpenAPI() after Mount. Ignored with the
+	// built-in accounts, whose schemes are always documented.
+	AccountScheme *huma.SecurityScheme
 
 	// Logger receives request logs (Debug) and server faults (Error). Codes
 	// and keys are never logged; the k query parameter is redacted.
@@ -73,9 +91,8 @@ func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if len(c.Prefix) > 1 {
-		c.Prefix = strings.TrimRight(c.Prefix, "/")
-	}
+	// As yaps.Config reads its prefix, so both accept the same ones.
+	c.Prefix = yaps.NormalizePrefix(c.Prefix)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}

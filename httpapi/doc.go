@@ -42,8 +42,10 @@
 // A permission code is sent as "Authorization: Bearer yap_..." or as the
 // query parameter k. An account key (built-in resolver) is sent as
 // "Authorization: Bearer yak_..." on account routes, or as X-Account-Key
-// beside a list code. Codes and keys are never logged; k is redacted from
-// logged URLs.
+// beside a list code. A host's own resolver (Config.Accounts) reads its own
+// credential, which Config.AccountScheme describes in the OpenAPI document
+// (the built-in keys are documented only when they are in use). Codes and
+// keys are never logged; k is redacted from logged URLs.
 //
 // # Order of checks
 //

@@ -19,6 +19,7 @@ import (
 
 	"github.com/yaps-dev/yaps/httpapi"
 	"github.com/yaps-dev/yaps/ratelimit"
+	"github.com/yaps-dev/yaps/store/memstore"
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -341,7 +342,8 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, httpapi.Config{TrustedProxies: []string{"10.0.0.0/8", "::1", " 192.168.0.1 "}}.Validate())
 	require.Error(t, httpapi.Config{TrustedProxies: []string{"10.0.0.0/33"}}.Validate())
 	require.Error(t, httpapi.Config{TrustedProxies: []string{"proxy.local"}}.Validate())
-	require.Error(t, httpapi.Config{Prefix: "api"}.Validate())
+	require.NoError(t, httpapi.Config{Prefix: "api"}.Validate()) // "/api", as yaps.Config takes it
+	require.Error(t, httpapi.Config{Prefix: "/a b"}.Validate())
 	for _, unclean := range []string{"/api//v1", "/api/./v1", "/api/../v1", "/v1/."} {
 		require.ErrorContains(t, httpapi.Config{Prefix: unclean}.Validate(), "clean path", unclean)
 	}
@@ -351,5 +353,8 @@ func TestConfigValidate(t *testing.T) {
 	require.Equal(t, "/api/v1", c.Prefix)
 	require.Equal(t, int64(1<<20), c.MaxBodyBytes)
 	require.NotNil(t, c.Logger)
-	require.Panics(t, func() { httpapi.Mount(http.NewServeMux(), nil, httpapi.Config{Prefix: "x"}) })
+	svc, err := yaps.NewService(yaps.Config{Store: memstore.New(), PurgeInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Close() })
+	require.Panics(t, func() { httpapi.Mount(http.NewServeMux(), svc, httpapi.Config{Prefix: "/a b"}) })
 }

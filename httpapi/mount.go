@@ -27,8 +27,11 @@ type server struct {
 }
 
 // HumaConfig returns the Huma configuration Mount uses for cfg: OpenAPI 3.1
-// at {prefix}/openapi.json, docs at {prefix}/docs, and the permCode bearer
-// security scheme. It does not touch any package-level Huma state.
+// at {prefix}/openapi.json (3.0 at {prefix}/openapi-3.0.json), docs at
+// {prefix}/docs, and the security schemes: permCode and permCodeQuery for
+// list codes, and either the built-in account keys (accountKey,
+// accountKeyHeader; without cfg.Accounts) or cfg.AccountScheme as
+// "account". It does not touch any package-level Huma state.
 func HumaConfig(cfg Config) huma.Config {
 	cfg = cfg.WithDefaults()
 	hc := huma.DefaultConfig("Yaps API", APIVersion)
@@ -50,40 +53,67 @@ func HumaConfig(cfg Config) huma.Config {
 			Type: "apiKey", In: "query", Name: "k",
 			Description: "The permission code as the k query parameter (for links and the WebSocket)",
 		},
-		"accountKey": {
-			Type: "http", Scheme: "bearer", BearerFormat: "yak_<43 base64url characters>",
-			Description: "An account key of the built-in accounts: Authorization: Bearer yak_...",
-		},
-		"accountKeyHeader": {
-			Type: "apiKey", In: "header", Name: "X-Account-Key",
-			Description: "An account key sent beside a list code",
-		},
+	}
+	for name, sc := range accountSchemes(cfg) {
+		hc.Components.SecuritySchemes[name] = sc
 	}
 	return hc
+}
+
+// accountSchemes returns the security schemes of cfg's account credential:
+// the built-in keys without a custom resolver, else cfg.AccountScheme as
+// "account" if set, else none.
+func accountSchemes(cfg Config) map[string]*huma.SecurityScheme {
+	if cfg.Accounts == nil {
+		return map[string]*huma.SecurityScheme{
+			"accountKey": {
+				Type: "http", Scheme: "bearer", BearerFormat: "yak_<43 base64url characters>",
+				Description: "An account key of the built-in accounts: Authorization: Bearer yak_...",
+			},
+			"accountKeyHeader": {
+				Type: "apiKey", In: "header", Name: "X-Account-Key",
+				Description: "An account key sent beside a list code",
+			},
+		}
+	}
+	if cfg.AccountScheme != nil {
+		return map[string]*huma.SecurityScheme{"account": cfg.AccountScheme}
+	}
+	return nil
 }
 
 // Mount creates the Huma API for the list service under cfg.Prefix on the
 // host mux and registers every operation (Register). Unmatched paths under
 // the prefix answer 404 in the Problem format. It panics on an invalid
-// configuration, like http.ServeMux does on a bad pattern.
+// configuration, like http.ServeMux does on a bad pattern, and on a nil
+// service.
+//
+// The OpenAPI document names the built-in account keys only when they are
+// in use (cfg.Accounts nil). A host with its own resolver describes its
+// credential with cfg.AccountScheme, or edits api.OpenAPI() after Mount.
+// Operations the host registers on the returned API answer errors as
+// Problems, and their documented error responses say so.
 //
 // An empty cfg.Prefix takes the service's (yaps.Config.Prefix), which is
 // also the prefix of the links in answers (apiBase, sliceUrl). A different
 // prefix, or a cfg.PublicURL other than the service's, is logged as a
 // warning: it is right only behind a proxy that rewrites paths or hosts.
 func Mount(mux *http.ServeMux, svc *yaps.Service, cfg Config) huma.API {
-	if cfg.Prefix == "" && svc != nil {
+	if svc == nil {
+		panic(errNilService)
+	}
+	if cfg.Prefix == "" {
 		cfg.Prefix = svc.Prefix()
 	}
 	cfg = cfg.WithDefaults()
 	if _, err := cfg.validate(); err != nil {
 		panic("httpapi: " + err.Error())
 	}
-	if svc != nil && cfg.Prefix != svc.Prefix() {
+	if cfg.Prefix != svc.Prefix() {
 		cfg.Logger.Warn("httpapi: mounted under another prefix than the service's, which its answers' links (apiBase, sliceUrl) use; set yaps.Config.Prefix alike unless a proxy rewrites paths",
 			"prefix", cfg.Prefix, "servicePrefix", svc.Prefix())
 	}
-	if svc != nil && cfg.PublicURL != "" && cfg.PublicURL != svc.PublicURL() {
+	if cfg.PublicURL != "" && cfg.PublicURL != svc.PublicURL() {
 		cfg.Logger.Warn("httpapi: PublicURL differs from the service's, which its answers' links (apiBase, sliceUrl) use; set yaps.Config.PublicURL alike",
 			"publicURL", cfg.PublicURL, "servicePublicURL", svc.PublicURL())
 	}
@@ -131,9 +161,14 @@ func notFoundHandler(mux *http.ServeMux, prefix string) http.Handler {
 // themselves (Huma's validation and parse errors, errors of operations the
 // host adds to the same API) into the Problem format, 422 becoming 400.
 // Only this API is affected; other Huma APIs of the process keep Huma's
-// defaults, and huma.NewError is never touched. It panics on an invalid
-// configuration.
+// defaults, and huma.NewError is never touched. The OpenAPI entries of
+// operations registered on api after Register document that Problem too,
+// in place of Huma's ErrorModel (422 documented as 400). It panics on an
+// invalid configuration and on a nil service.
 func Register(api huma.API, svc *yaps.Service, cfg Config) {
+	if svc == nil {
+		panic(errNilService)
+	}
 	cfg = cfg.WithDefaults()
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -151,19 +186,57 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	if oapi.Components.SecuritySchemes == nil {
 		oapi.Components.SecuritySchemes = map[string]*huma.SecurityScheme{}
 	}
-	if _, ok := oapi.Components.SecuritySchemes["permCode"]; !ok {
-		oapi.Components.SecuritySchemes["permCode"] = &huma.SecurityScheme{Type: "http", Scheme: "bearer"}
+	schemes := oapi.Components.SecuritySchemes
+	if _, ok := schemes["permCode"]; !ok {
+		schemes["permCode"] = &huma.SecurityScheme{Type: "http", Scheme: "bearer"}
+	}
+	if !s.builtin && cfg.AccountScheme != nil && schemes["account"] == nil {
+		schemes["account"] = cfg.AccountScheme
 	}
 	api.UseMiddleware(s.middleware)
 	d := &documenter{reg: oapi.Components.Schemas}
+	// Operations added from here on (ours and the host's) document the
+	// Problem in place of Huma's ErrorModel, as the middleware answers it.
+	// Huma's error schemas are dropped once our operations are in (end of
+	// Register), and again after each operation the host adds.
+	registered := false
+	oapi.OnAddOperation = append(oapi.OnAddOperation, func(oapi *huma.OpenAPI, op *huma.Operation) {
+		problemErrors(oapi, op)
+		if registered {
+			dropUnusedHumaErrors(oapi)
+		}
+	})
+	defer func() {
+		registered = true
+		dropUnusedHumaErrors(oapi)
+	}()
 
+	public := []map[string][]string{{}} // no credential needed
 	codeSec := []map[string][]string{{"permCode": {}}, {"permCodeQuery": {}}}
-	acctSec := []map[string][]string{{"accountKey": {}}}
-	if _, ok := oapi.Components.SecuritySchemes["accountKey"]; !ok {
-		acctSec = nil
-	}
-	if _, ok := oapi.Components.SecuritySchemes["permCodeQuery"]; !ok {
+	if _, ok := schemes["permCodeQuery"]; !ok {
 		codeSec = codeSec[:1]
+	}
+	// The account credential: the built-in keys, the host's scheme, or
+	// none documented (a custom resolver without Config.AccountScheme).
+	var acctSec []map[string][]string
+	rollupSec := []map[string][]string{{"permCode": {}}}
+	var rollupParams []*huma.Param
+	switch {
+	case s.builtin:
+		if _, ok := schemes["accountKey"]; ok {
+			acctSec = []map[string][]string{{"accountKey": {}}}
+		}
+		if _, ok := schemes["accountKeyHeader"]; ok {
+			rollupSec = []map[string][]string{{"permCode": {}, "accountKeyHeader": {}}}
+		}
+		rollupParams = []*huma.Param{paramAccountKey}
+	case schemes["account"] != nil:
+		acctSec = []map[string][]string{{"account": {}}}
+		rollupSec = []map[string][]string{{"permCode": {}, "account": {}}}
+	}
+	acctNote := ""
+	if !s.builtin {
+		acctNote = " The account credential is the embedding application's own."
 	}
 
 	tagLists, tagYaps, tagPerms, tagAccounts := []string{"Lists"}, []string{"Yaps"}, []string{"Permissions"}, []string{"Accounts"}
@@ -181,6 +254,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 			"An empty body creates a task list without a title. Honours Idempotency-Key.",
 		RequestBody: d.body(CreateListRequest{}, false),
 		Parameters:  []*huma.Param{paramIdempotency},
+		Security:    public,
 	}, http.StatusCreated, CreatedList{}, 400, 401, 413, 429, 500), s.createList)
 
 	if s.builtin {
@@ -189,13 +263,14 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 			Summary: "Create an account",
 			Description: "Creates a built-in account and returns its key (yak_...) once. Send it as Authorization: Bearer on account routes or as X-Account-Key beside a list code. " +
 				"Takes no body: none, null or {}; members are 400.",
+			Security: public,
 		}, http.StatusCreated, CreatedAccount{}, 400, 413, 429, 500), s.createAccount)
 	}
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "accountLists", Method: http.MethodGet, Path: "/lists", Tags: tagAccounts,
 		Summary:     "List an account's lists",
-		Description: "Returns the lists rolled up into the account of the credential. Without an account credential: 401.",
+		Description: "Returns the lists rolled up into the account of the credential. Without an account credential: 401." + acctNote,
 		Security:    acctSec,
 	}, http.StatusOK, AccountLists{}, 401, 429, 500), s.accountLists)
 
@@ -281,9 +356,9 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "rollup", Method: http.MethodPost, Path: "/lists/{ref}/rollup", Tags: tagAccounts,
 		Summary:     "Roll a list up into an account (owner code + account credential)",
-		Description: "merged is true when the list moved into the account, false when it already was there; a list in another account is 403. Takes no body: none, null or {}; members are 400.",
-		Security:    []map[string][]string{{"permCode": {}, "accountKeyHeader": {}}},
-		Parameters:  []*huma.Param{paramAccountKey},
+		Description: "merged is true when the list moved into the account, false when it already was there; a list in another account is 403. Takes no body: none, null or {}; members are 400." + acctNote,
+		Security:    rollupSec,
+		Parameters:  rollupParams,
 	}, http.StatusOK, RollupResult{}, writeErrs...), s.rollup)
 
 	snapshot := d.op(huma.Operation{
@@ -322,6 +397,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 				{Name: "ref", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}},
 				{Name: "k", In: "query", Description: "Permission code (unless sent as Authorization: Bearer)", Schema: &huma.Schema{Type: "string"}},
 			},
+			Security: codeSec,
 		}, http.StatusSwitchingProtocols, nil, 400, 401, 403, 404, 429, 500, 503)
 		oapi.AddOperation(&op)
 	}
@@ -395,6 +471,89 @@ func nullableEnums(reg huma.Registry, s *huma.Schema, seen map[*huma.Schema]bool
 
 func (s *server) owns(id string) bool { return s.owned[id] }
 
+// errNilService is Mount's and Register's panic on a nil service, which
+// would otherwise fail every request.
+const errNilService = "httpapi: nil *yaps.Service"
+
+// problemErrors documents the error answers of op, just added to an API
+// that Register installed its middleware on, as that middleware gives
+// them: every error body that is not this package's own becomes a Problem
+// (so Huma's ErrorModel is replaced, and its 422 is 400). Then Huma's error
+// schemas leave the document unless something still refers to them. Our
+// own operations already document the Problem and are left as they are.
+func problemErrors(oapi *huma.OpenAPI, op *huma.Operation) {
+	if oapi.Components == nil || oapi.Components.Schemas == nil {
+		return
+	}
+	reg := oapi.Components.Schemas
+	problemSchema := reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")
+	humaErr := reflect.TypeOf(huma.NewError(0, ""))
+	for humaErr != nil && humaErr.Kind() == reflect.Pointer {
+		humaErr = humaErr.Elem()
+	}
+	isHumaError := func(r *huma.Response) bool {
+		for _, mt := range r.Content {
+			if mt != nil && mt.Schema != nil && mt.Schema.Ref != "" && reg.SchemaFromRef(mt.Schema.Ref) != nil &&
+				reg.TypeFromRef(mt.Schema.Ref) == humaErr {
+				return true
+			}
+		}
+		return false
+	}
+	if r := op.Responses["422"]; r != nil {
+		delete(op.Responses, "422")
+		if op.Responses["400"] == nil {
+			r.Description = http.StatusText(http.StatusBadRequest)
+			op.Responses["400"] = r
+		}
+	}
+	for code, r := range op.Responses {
+		if r == nil {
+			continue
+		}
+		n, err := strconv.Atoi(code)
+		if (err == nil && n >= 400) || (code == "default" && isHumaError(r)) {
+			if len(r.Content) == 1 && r.Content[problemMediaType] != nil && r.Content[problemMediaType].Schema != nil &&
+				r.Content[problemMediaType].Schema.Ref == problemSchema.Ref {
+				continue // already ours
+			}
+			r.Content = map[string]*huma.MediaType{problemMediaType: {Schema: problemSchema}}
+		}
+	}
+}
+
+// dropUnusedHumaErrors removes Huma's ErrorModel and ErrorDetail schemas,
+// which every huma.Register call adds to the registry, while no part of the
+// document refers to them. Huma's registry adds them again when next asked.
+func dropUnusedHumaErrors(oapi *huma.OpenAPI) {
+	if oapi.Components == nil || oapi.Components.Schemas == nil {
+		return
+	}
+	reg := oapi.Components.Schemas
+	prefix := strings.TrimSuffix(reg.Schema(reflect.TypeOf(Problem{}), true, "Problem").Ref, "Problem")
+	m := reg.Map()
+	dropped := map[string]*huma.Schema{}
+	for name, t := range map[string]reflect.Type{"ErrorModel": reflect.TypeOf(huma.ErrorModel{}), "ErrorDetail": reflect.TypeOf(huma.ErrorDetail{})} {
+		if sc := m[name]; sc != nil && reg.TypeFromRef(prefix+name) == t {
+			dropped[name] = sc
+			delete(m, name)
+		}
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	b, err := json.Marshal(oapi)
+	used := func(name string) bool { return err != nil || strings.Contains(string(b), strconv.Quote(prefix+name)) }
+	switch {
+	case used("ErrorModel"): // it refers to ErrorDetail
+		for name, sc := range dropped {
+			m[name] = sc
+		}
+	case used("ErrorDetail") && dropped["ErrorDetail"] != nil:
+		m["ErrorDetail"] = dropped["ErrorDetail"]
+	}
+}
+
 // handle registers one operation whose handler renders its own answer.
 func handle[I any](s *server, api huma.API, op huma.Operation, fn func(context.Context, *reqState, *I) *rawOut) {
 	s.owned[op.OperationID] = true
@@ -450,13 +609,19 @@ var (
 			}},
 		}
 	}}
-	binarySchema = schemaRef{s: func(huma.Registry) *huma.Schema {
-		return &huma.Schema{Type: "string", Format: "binary"}
-	}, binary: true}
+	// binarySchema documents an application/octet-stream answer by its
+	// media type alone ({}), as OpenAPI 3.1 recommends; Huma's 3.0
+	// downgrade turns that into {type: string, format: binary}. A schema
+	// with format binary would carry contentMediaType into the 3.0
+	// document, where it is invalid.
+	binarySchema = schemaRef{binary: true}
 )
 
 func (d *documenter) schema(v any) *huma.Schema {
 	if sr, ok := v.(schemaRef); ok {
+		if sr.s == nil {
+			return nil
+		}
 		return sr.s(d.reg)
 	}
 	t := reflect.TypeOf(v)

@@ -111,7 +111,10 @@ func NormalizePrefix(prefix string) string {
 	if !strings.HasPrefix(prefix, "/") {
 		prefix = "/" + prefix
 	}
-	return strings.TrimRight(prefix, "/")
+	if trimmed := strings.TrimRight(prefix, "/"); trimmed != "" {
+		return trimmed
+	}
+	return "/" // all slashes: stays "/", which CheckPrefix refuses by name
 }
 
 // CheckPrefix reports whether prefix can prefix the API's paths, in links
@@ -119,8 +122,11 @@ func NormalizePrefix(prefix string) string {
 // starts with "/", is not "/" itself and has no empty, "." or ".." segment,
 // no trailing slash, and none of the characters { } ? # or space.
 func CheckPrefix(prefix string) error {
-	if !strings.HasPrefix(prefix, "/") || strings.ContainsAny(prefix, "{}? #") {
+	if !strings.HasPrefix(prefix, "/") {
 		return fmt.Errorf("prefix %q must be a path starting with /", prefix)
+	}
+	if strings.ContainsAny(prefix, "{}? #") {
+		return fmt.Errorf("prefix %q must not contain { } ? # or spaces", prefix)
 	}
 	if prefix == "/" {
 		return errors.New(`prefix must not be "/"`)
@@ -152,11 +158,19 @@ func (c Config) validate() error {
 	if err := CheckPrefix(c.Prefix); err != nil {
 		errs = append(errs, err)
 	}
-	// PublicURL starts every sliceUrl and apiBase handed to clients: it
-	// must be a usable origin (plus an optional path).
-	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		errs = append(errs, fmt.Errorf("PublicURL %q must be an absolute http or https URL without query or fragment", c.PublicURL))
+	if err := CheckPublicURL(c.PublicURL); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckPublicURL reports whether publicURL can start every sliceUrl and
+// apiBase handed to clients: a usable origin (plus an optional path), an
+// absolute http or https URL without user, query or fragment.
+func CheckPublicURL(publicURL string) error {
+	if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("PublicURL %q must be an absolute http or https URL without user, query or fragment, such as https://lists.example", publicURL)
+	}
+	return nil
 }

@@ -28,9 +28,11 @@
 // implements PreparedWriter (Postgres) takes those writes as data and
 // applies them, with the same checks, in one statement pipeline shared
 // with other lists' writes. An HTTP PATCH of text
-// is applied as a minimal edit (common prefix and suffix in UTF-16 units,
-// never splitting a surrogate pair), so concurrent edits merge per
-// character.
+// is applied as a character-level diff of the old and new text (Myers'
+// O(ND) over UTF-16 code units, never splitting a surrogate pair; see
+// textdiff.go), so a sync client's concurrent edits elsewhere in the text
+// survive the merge. Past the diff's work budget it falls back to one edit
+// replacing the span between the common prefix and suffix.
 //
 // Sync clients write with ApplyUpdate. Their update is stored as sent; each
 // yap it changed is validated (schema, kind unchanged, the code's scope for
@@ -100,8 +102,11 @@
 //   - Idempotency: records are scoped "lists:acct:<id>" or "lists:ip:<ip>"
 //     for POST /lists and "yaps:<ref>" for POST /lists/{ref}/yaps and are
 //     stored in the creating transaction. Their Body is Config.Render of the
-//     first answer (*CreatedList or *Yap); the HTTP edge should set Render
-//     to its own encoder. A replay returns only the record.
+//     first answer (*CreatedList or *Yap). Package httpapi encodes its
+//     first answers with RenderJSON and does not set Render, so with it
+//     Render must stay RenderJSON (the default) or httpapi.Render, the
+//     same encoder; another one makes replays differ from first answers.
+//     A replay returns only the record.
 //   - Permissions can be managed on an archived list; everything that
 //     writes the document is EFORBIDDEN there, except the owner's or an
 //     editor's PATCH that unarchives.

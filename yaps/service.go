@@ -102,8 +102,10 @@ type Config struct {
 	// replay must repeat byte for byte. It is called with a *CreatedList
 	// (POST /lists) or a *Yap (POST /lists/{ref}/yaps) inside the creating
 	// transaction; its result is stored as IdempotencyRecord.Body and
-	// handed back as the Replay of a retried request. The HTTP edge sets
-	// it to its own JSON encoder so replays are identical to first answers.
+	// handed back as the Replay of a retried request. Package httpapi does
+	// not set it: it encodes its first answers with RenderJSON, so under
+	// httpapi Render must stay RenderJSON (the default) or httpapi.Render,
+	// the same encoder, for replays to be identical to first answers.
 	// Default: RenderJSON.
 	Render func(v any) ([]byte, error)
 	// MaxDocBytes limits a list document's encoded size (Yjs update v1,

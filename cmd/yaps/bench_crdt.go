@@ -49,7 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(args) == 0 {
 		usage()
-		return errors.New("bench: no benchmark named")
+		return fmt.Errorf("bench: name a benchmark: yaps bench <name>, with <name> one of %s (listed above; yaps bench <name> -h for its flags)", strings.Join(names, ", "))
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage()

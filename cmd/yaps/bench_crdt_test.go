@@ -170,7 +170,8 @@ func TestBenchCRDTErrors(t *testing.T) {
 		{"stray argument", func(t *testing.T) []string {
 			return []string{"bench", "crdt", "--trace", writeTrace(t, good, true), "extra"}
 		}, "positional"},
-		{"no benchmark", func(*testing.T) []string { return []string{"bench"} }, "no benchmark"},
+		// Says what to do: name one of the benchmarks it lists.
+		{"no benchmark", func(*testing.T) []string { return []string{"bench"} }, "bench: name a benchmark: yaps bench <name>, with <name> one of crdt, http, sync"},
 		{"unknown benchmark", func(*testing.T) []string { return []string{"bench", "nope"} }, "unknown benchmark"},
 	}
 	for _, tc := range tests {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/yaps-dev/yaps/ratelimit"
@@ -147,6 +148,32 @@ func TestServeLogLevel(t *testing.T) {
 		require.Equal(t, tc.logsReq, strings.Contains(out, `path=/elsewhere query="k=REDACTED" status=404`), "%+v: %s", tc, out)
 		require.Equal(t, tc.logsReq, strings.Count(out, "\n") == 3, "%+v: %s", tc, out)
 	}
+}
+
+// TestServeLogSyncUpgrade: at --log-level debug, an accepted sync
+// connection is logged with the 101 of its upgrade, not 200.
+func TestServeLogSyncUpgrade(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	m := NewMain(&logs)
+	require.NoError(t, m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--log-level", "debug"}, func(string) string { return "" }))
+	require.NoError(t, m.Run(t.Context()))
+	t.Cleanup(func() { _ = m.Close() })
+	base := "http://" + m.Addr() + "/api/v1"
+	var created struct{ Ref, OwnerCode string }
+	doJSON(t, "POST", base+"/lists", "", "", http.StatusCreated, &created)
+
+	conn, res, err := websocket.DefaultDialer.Dial("ws://"+m.Addr()+"/api/v1/lists/"+created.Ref+"/sync?k="+created.OwnerCode, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, res.StatusCode)
+	require.NoError(t, conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(5*time.Second)))
+	conn.Close()
+
+	// The line is written when the connection ends.
+	want := "path=/api/v1/lists/" + created.Ref + `/sync query="k=REDACTED" status=101`
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, 10*time.Second, 10*time.Millisecond,
+		"want %s in\n%s", want, &logs)
+	require.NotContains(t, logs.String(), created.OwnerCode)
 }
 
 // TestServeRedisPrefix: --redis-prefix reaches the limiter's key prefix.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -119,7 +120,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&m.ListenAddr, "addr", m.ListenAddr, "listen address (YAPS_ADDR)")
 	fs.StringVar(&m.DB, "db", m.DB, "database: sqlite:PATH, sqlite::memory: or postgres://... (YAPS_DB)")
 	fs.StringVar(&m.Prefix, "prefix", m.Prefix, "API path prefix (YAPS_PREFIX)")
-	fs.StringVar(&m.PublicURL, "public-url", m.PublicURL, "external origin for sliceUrl and apiBase; default http://ADDR (YAPS_PUBLIC_URL)")
+	fs.StringVar(&m.PublicURL, "public-url", m.PublicURL, "external origin for sliceUrl and apiBase; default http://ADDR, or http://127.0.0.1:PORT when ADDR is every interface (YAPS_PUBLIC_URL)")
 	fs.StringVar(&m.RateLimit, "rate-limit", m.RateLimit, "rate limits: default, off, or a JSON file (YAPS_RATE_LIMIT)")
 	fs.StringVar(&m.Redis, "redis", m.Redis, "Redis URL to share rate limits between processes (YAPS_REDIS)")
 	fs.StringVar(&m.RedisKeys, "redis-prefix", m.RedisKeys, "start of every rate-limit key in Redis, to keep deployments sharing one Redis apart; default "+ratelimit.DefaultKeyPrefix+" (YAPS_REDIS_PREFIX)")
@@ -131,6 +132,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	// The libraries would normalise "v1/" to "/v1"; the binary takes the
+	// prefix as written, since the access log and the banner use it too.
+	if !strings.HasPrefix(m.Prefix, "/") {
+		return fmt.Errorf("serve: --prefix must start with /, got %q", m.Prefix)
 	}
 	if strings.HasSuffix(m.Prefix, "/") {
 		return fmt.Errorf("serve: --prefix must not end with /, got %q", m.Prefix)
@@ -144,7 +150,25 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := m.level.UnmarshalText([]byte(m.LogLevel)); err != nil {
 		return fmt.Errorf("serve: --log-level must be debug, info, warn or error, got %q", m.LogLevel)
 	}
+	// Checked here, before Run opens the listener and the database (and
+	// creates and migrates a new SQLite file), not only by yaps.NewService.
+	if m.PublicURL != "" {
+		if err := yaps.CheckPublicURL(strings.TrimRight(m.PublicURL, "/")); err != nil {
+			return fmt.Errorf("serve: --public-url: %w", err)
+		}
+	}
 	return nil
+}
+
+// defaultPublicURL is the public URL when --public-url is not set: the
+// listen address, except that an address on every interface (0.0.0.0, ::,
+// or no host) is no address a client can use; links then name 127.0.0.1
+// and the second result says so.
+func defaultPublicURL(addr net.Addr) (publicURL string, unspecified bool) {
+	if a, ok := addr.(*net.TCPAddr); ok && (a.IP == nil || a.IP.IsUnspecified()) {
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port)), true
+	}
+	return "http://" + addr.String(), false
 }
 
 // Addr returns the address the server listens on, once Run has returned.
@@ -165,7 +189,13 @@ func (m *Main) Run(ctx context.Context) error {
 	m.ln = ln
 	publicURL := m.PublicURL
 	if publicURL == "" {
-		publicURL = "http://" + ln.Addr().String()
+		var unspecified bool
+		publicURL, unspecified = defaultPublicURL(ln.Addr())
+		if unspecified {
+			m.logger.Warn("serve: listening on every interface without --public-url, so the links in answers (sliceUrl, apiBase) name "+
+				publicURL+", which works only on this machine; set --public-url (YAPS_PUBLIC_URL) to the address clients use",
+				"addr", ln.Addr().String(), "publicUrl", publicURL)
+		}
 	}
 
 	limiter, err := m.limiter()
@@ -196,7 +226,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Notifier:  notifier,
 	})
 	if err != nil {
-		return err
+		// The service's errors start with "yaps: ", as main's prefix does.
+		return fmt.Errorf("serve: %w", err)
 	}
 
 	mux := http.NewServeMux()
@@ -209,7 +240,7 @@ func (m *Main) Run(ctx context.Context) error {
 	httpapi.Mount(mux, m.service, apiCfg)
 	m.sync, err = ysync.New(m.service, ysync.Config{AllowedOrigins: splitList(m.Origins), ClientIP: clientIP, Logger: m.logger})
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	m.sync.Mount(mux, m.Prefix)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -347,7 +378,13 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Hijack passes the WebSocket upgrade through; gorilla/websocket asserts
-// http.Hijacker directly instead of using http.ResponseController.
+// http.Hijacker directly instead of using http.ResponseController. The
+// upgrade's 101 is then written on the raw connection, never through
+// WriteHeader, so a successful hijack records it.
 func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(r.ResponseWriter).Hijack()
+	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil {
+		r.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
 }

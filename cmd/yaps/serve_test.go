@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -146,6 +147,11 @@ func TestServeParseFlags(t *testing.T) {
 		{name: "origin without scheme", args: []string{"--allowed-origins", "https://ok.example,app.example"}, wantErr: "--allowed-origins"},
 		{name: "origin with a path", env: map[string]string{"YAPS_ALLOWED_ORIGINS": "https://app.example/x"}, wantErr: "--allowed-origins"},
 		{name: "unknown log level", args: []string{"--log-level", "verbose"}, wantErr: "--log-level"},
+		{name: "public url not a url", args: []string{"--public-url", "notaurl"}, wantErr: "--public-url"},
+		{name: "ftp public url", args: []string{"--public-url", "ftp://x.example"}, wantErr: "--public-url"},
+		{name: "public url with a query", env: map[string]string{"YAPS_PUBLIC_URL": "https://x.example/?a=1"}, wantErr: "--public-url"},
+		{name: "public url with a path", args: []string{"--public-url", "https://x.example/lists/"},
+			want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default", PublicURL: "https://x.example/lists/", LogLevel: "info"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,8 +181,6 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		"bad database":   {"--addr", "127.0.0.1:0", "--db", "mysql://nope"},
 		"bad rate limit": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--rate-limit", filepath.Join(t.TempDir(), "missing.json")},
 		"bad proxy":      {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--trusted-proxies", "not-a-cidr"},
-		"bad public url": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--public-url", "notaurl"},
-		"ftp public url": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--public-url", "ftp://x.example"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -184,10 +188,79 @@ func TestServeRefusesBadSettings(t *testing.T) {
 			require.NoError(t, m.ParseFlags(args, func(string) string { return "" }))
 			err := m.Run(context.Background())
 			require.Error(t, err)
-			if strings.Contains(name, "public url") {
-				require.ErrorContains(t, err, "PublicURL")
-			}
 			require.NoError(t, m.Close())
+		})
+	}
+}
+
+// TestServeBadPublicURLOpensNothing: a bad --public-url is refused before
+// the database is opened (no SQLite file is created and migrated), with
+// one "yaps:" prefix once main adds its own.
+func TestServeBadPublicURLOpensNothing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "new.db")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", "sqlite:" + path, "--public-url", "notaurl"}, &stdout, &stderr)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "--public-url")
+	require.NotContains(t, "yaps: "+err.Error(), "yaps: yaps:", "main prints yaps: before the error")
+	require.NoFileExists(t, path, "the database was opened before --public-url was checked")
+	require.Empty(t, stdout.String())
+}
+
+// TestServeUnspecifiedAddrLinks: on every interface (0.0.0.0, :PORT, ::)
+// without --public-url, the links in answers name 127.0.0.1:PORT instead of
+// the unusable [::]:PORT, and a warning says to set --public-url. With
+// --public-url the links use it and nothing is logged.
+func TestServeUnspecifiedAddrLinks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		addr, publicURL string
+		warn            bool
+	}{
+		{addr: "0.0.0.0:0", warn: true},
+		{addr: ":0", warn: true},
+		{addr: "[::]:0", warn: true},
+		{addr: "127.0.0.1:0", warn: false},
+		{addr: "0.0.0.0:0", publicURL: "https://lists.example", warn: false},
+	} {
+		name := tc.addr
+		if tc.publicURL != "" {
+			name += " with --public-url"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var logs syncBuffer
+			m := NewMain(&logs)
+			args := []string{"--addr", tc.addr, "--db", "sqlite::memory:", "--rate-limit", "off"}
+			if tc.publicURL != "" {
+				args = append(args, "--public-url", tc.publicURL)
+			}
+			require.NoError(t, m.ParseFlags(args, func(string) string { return "" }))
+			if err := m.Run(context.Background()); err != nil && tc.addr == "[::]:0" {
+				_ = m.Close()
+				t.Skipf("no IPv6 here: %v", err)
+			} else {
+				require.NoError(t, err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			_, port, err := net.SplitHostPort(m.Addr())
+			require.NoError(t, err)
+
+			var created struct{ Ref, OwnerCode, SliceURL, APIBase string }
+			doJSON(t, "POST", "http://127.0.0.1:"+port+"/api/v1/lists", "", "", http.StatusCreated, &created)
+			origin := tc.publicURL
+			if origin == "" {
+				origin = "http://127.0.0.1:" + port
+			}
+			require.Equal(t, origin+"/api/v1/lists/"+created.Ref, created.APIBase)
+			require.True(t, strings.HasPrefix(created.SliceURL, origin+"/"), created.SliceURL)
+			if tc.publicURL == "" {
+				// The links work: apiBase answers.
+				doJSON(t, "GET", created.APIBase, created.OwnerCode, "", http.StatusOK, nil)
+			}
+			out := logs.String()
+			require.Equal(t, tc.warn, strings.Contains(out, "level=WARN") && strings.Contains(out, "set --public-url"), out)
 		})
 	}
 }

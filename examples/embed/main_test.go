@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,8 +65,21 @@ func TestEmbeddedInHostApp(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Len(t, lists["lists"], 1)
 
+	// Rate limits are on (R8's defaults): the API's answers and the sync
+	// upgrade carry them, counted for the same client.
+	res, err = http.Post(srv.URL+prefix+"/lists", "application/json", nil)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	require.Equal(t, "20", res.Header.Get("X-RateLimit-Limit"), "anonymous list creation is 20 per hour")
+	conn, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+prefix+"/lists/"+ref+"/sync?k="+owner, nil)
+	require.NoError(t, err)
+	conn.Close()
+	require.Equal(t, http.StatusSwitchingProtocols, res.StatusCode)
+	require.NotEmpty(t, res.Header.Get("X-RateLimit-Limit"), "sync connections count against the read limit")
+
 	// Yaps' tables live in the host's database.
 	var n int
 	require.NoError(t, a.db.NewSelect().TableExpr("lists").ColumnExpr("count(*)").Scan(context.Background(), &n))
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n)
 }
