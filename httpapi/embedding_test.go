@@ -64,25 +64,13 @@ func paramNames(o map[string]any) []string {
 // every security requirement names a declared scheme.
 func checkRefsAndSecurity(t *testing.T, d oaDoc) {
 	t.Helper()
-	var walk func(v any, at string)
-	walk = func(v any, at string) {
-		switch v := v.(type) {
-		case map[string]any:
-			if ref, ok := v["$ref"].(string); ok {
-				name, found := strings.CutPrefix(ref, "#/components/schemas/")
-				require.True(t, found, "%s: $ref %s", at, ref)
-				require.Contains(t, d.schemas(), name, "%s: dangling $ref %s", at, ref)
-			}
-			for k, x := range v {
-				walk(x, at+"/"+k)
-			}
-		case []any:
-			for i, x := range v {
-				walk(x, fmt.Sprintf("%s/%d", at, i))
-			}
+	walkObjects(map[string]any(d), "#", func(v map[string]any, at string) {
+		if ref, ok := v["$ref"].(string); ok {
+			name, found := strings.CutPrefix(ref, "#/components/schemas/")
+			require.True(t, found, "%s: $ref %s", at, ref)
+			require.Contains(t, d.schemas(), name, "%s: dangling $ref %s", at, ref)
 		}
-	}
-	walk(map[string]any(d), "#")
+	})
 	for path, pi := range d["paths"].(map[string]any) {
 		for method, o := range pi.(map[string]any) {
 			for _, req := range asSlice(o.(map[string]any)["security"]) {

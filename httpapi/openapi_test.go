@@ -224,25 +224,13 @@ func TestOpenAPINullableEnums(t *testing.T) {
 	d := openAPI(t, e)
 
 	// Every nullable enum of the document lists null.
-	var walk func(v any, at string)
-	walk = func(v any, at string) {
-		switch v := v.(type) {
-		case map[string]any:
-			if types, ok := v["type"].([]any); ok && slices.Contains(types, any("null")) {
-				if enum, ok := v["enum"].([]any); ok {
-					require.Contains(t, enum, nil, "%s: nullable enum without null", at)
-				}
-			}
-			for k, x := range v {
-				walk(x, at+"/"+k)
-			}
-		case []any:
-			for i, x := range v {
-				walk(x, fmt.Sprintf("%s/%d", at, i))
+	walkObjects(map[string]any(d), "#", func(v map[string]any, at string) {
+		if types, ok := v["type"].([]any); ok && slices.Contains(types, any("null")) {
+			if enum, ok := v["enum"].([]any); ok {
+				require.Contains(t, enum, nil, "%s: nullable enum without null", at)
 			}
 		}
-	}
-	walk(map[string]any(d), "#")
+	})
 
 	ref, owner := e.newList(nil)
 	y := expect(t, e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: task("milk")}), http.StatusCreated)
@@ -443,4 +431,20 @@ func TestOpenAPIReadOnlyMembers(t *testing.T) {
 	y := e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: foreign})
 	require.NotEqual(t, "myid", y.str("id"))
 	require.Equal(t, ref, y.str("listId"))
+}
+
+// walkObjects calls visit for every JSON object in v, with its JSON
+// pointer-like path.
+func walkObjects(v any, at string, visit func(obj map[string]any, at string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		visit(v, at)
+		for k, x := range v {
+			walkObjects(x, at+"/"+k, visit)
+		}
+	case []any:
+		for i, x := range v {
+			walkObjects(x, fmt.Sprintf("%s/%d", at, i), visit)
+		}
+	}
 }
