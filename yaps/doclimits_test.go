@@ -177,9 +177,9 @@ func TestDocByteLimitMeasuresTheDocument(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Updates that wait for a missing one (pending) are stored, so they count
-// against the byte limit too.
-func TestDocByteLimitCountsPendingUpdates(t *testing.T) {
+// Updates that would wait for a missing one (pending) are refused, so data
+// that never integrates cannot fill a document to its limit (audit 8, F2).
+func TestPendingUpdatesCannotFillDocument(t *testing.T) {
 	t.Parallel()
 	const limit = 4000
 	e := newEnv(t, func(c *yaps.Config) { c.MaxDocBytes = limit })
@@ -190,14 +190,9 @@ func TestDocByteLimitCountsPendingUpdates(t *testing.T) {
 		fns = append(fns, func(d *yjs.Doc) { d.GetText("junk").Insert(0, strings.Repeat("y", 1000), nil) })
 	}
 	ups := edits(t, d, fns...)
-	var err error
-	sent := 0
-	for _, u := range ups[1:] { // never the first: all of them stay pending
-		if err = e.svc.ApplyUpdate(e.ctx, a, u, nil); err != nil {
-			break
-		}
-		sent++
+	for _, u := range ups[1:] { // never the first: all of them would stay pending
+		requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, a, u, nil))
 	}
-	requireCode(t, yaps.ETOOLARGE, err)
-	require.Less(t, sent, 5)
+	_, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("fits"), "", nil)
+	require.NoError(t, err, "the owner can still write")
 }

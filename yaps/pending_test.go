@@ -52,9 +52,10 @@ func helloWorld(t *testing.T, e *env, a *yaps.Actor) (u1, u2 []byte) {
 	return ups[0], ups[1]
 }
 
-// A client update that arrives before one it depends on is stored and
-// relayed as sent, so a restart (or a peer) rebuilds the same document.
-func TestOutOfOrderUpdatesAreStored(t *testing.T) {
+// A client update that arrives before one it depends on is refused: not
+// stored, not relayed, not kept in the document. Sent again once what it
+// depends on is there, it is accepted.
+func TestOutOfOrderUpdatesAreRefused(t *testing.T) {
 	t.Parallel()
 	for _, batch := range []bool{false, true} {
 		name := map[bool]string{false: "one by one", true: "one batch"}[batch]
@@ -68,87 +69,40 @@ func TestOutOfOrderUpdatesAreStored(t *testing.T) {
 			seq := docVersion(t, e, ref)
 			if batch {
 				errs := e.svc.ApplyUpdates(e.ctx, ref, []yaps.ClientUpdate{{Actor: a, Update: u2}, {Actor: a, Update: u1}})
-				require.Equal(t, []error{nil, nil}, errs)
+				require.Len(t, errs, 2)
+				requireCode(t, yaps.EFORBIDDEN, errs[0])
+				require.NoError(t, errs[1])
 			} else {
-				require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
-				require.Len(t, storedSince(t, e, ref, seq), 1, "the pending update is stored at once")
-				// A duplicate of the pending update stores nothing more.
-				require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
-				require.Len(t, storedSince(t, e, ref, seq), 1)
+				requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
+				require.Empty(t, storedSince(t, e, ref, seq), "nothing of the refused update is stored")
+				require.Empty(t, evs(), "nor relayed")
+				pendS, pendD := docOf(t, e, a).Pending()
+				require.Empty(t, pendS, "nor kept")
+				require.Empty(t, pendD)
 				require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u1, nil))
 			}
-			stored := storedSince(t, e, ref, seq)
-			require.GreaterOrEqual(t, len(stored), 2)
-			require.Equal(t, u2, stored[0], "u2 stored as sent")
-			require.Equal(t, u1, stored[1], "u1 stored as sent")
-			var emitted [][]byte
-			for _, ev := range evs() {
-				emitted = append(emitted, ev.Update)
-			}
-			require.GreaterOrEqual(t, len(emitted), 2)
-			require.Equal(t, u2, emitted[0])
-			require.Equal(t, u1, emitted[1])
-
 			y, err := e.svc.GetYap(e.ctx, a, "t1")
 			require.NoError(t, err)
-			require.Equal(t, "hello WORLD", y.Content)
+			require.Equal(t, "hello", y.Content)
 
-			// A fresh process on the same store loads the same document.
-			live := docOf(t, e, a)
-			s2 := e.secondProcess()
-			snap2, _, err := s2.Snapshot(e.ctx, a, nil)
+			// Sent again after u1, u2 integrates.
+			require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
+			stored := storedSince(t, e, ref, seq)
+			require.Equal(t, u1, stored[0])
+			require.Equal(t, u2, stored[len(stored)-1], "u2 stored as sent, after u1 (and the server's fill-in of u1's yap)")
+			y, err = e.svc.GetYap(e.ctx, a, "t1")
 			require.NoError(t, err)
-			d2 := yjs.NewDoc()
-			require.NoError(t, d2.ApplyUpdate(snap2, nil))
-			require.Equal(t, live.ToJSON(), d2.ToJSON())
-			require.Equal(t, live.StateVector(), d2.StateVector())
-			y2, err := s2.GetYap(e.ctx, a, "t1")
+			require.Equal(t, "hello WORLD", y.Content)
+			y2, err := e.secondProcess().GetYap(e.ctx, a, "t1")
 			require.NoError(t, err)
 			require.Equal(t, "hello WORLD", y2.Content)
-			require.Equal(t, "hello WORLD", text(t, ymap(t, d2, "t1"), "content").String())
-
-			// A peer that got the relayed updates in their order agrees.
-			p := yjs.NewDoc()
-			for _, u := range emitted {
-				require.NoError(t, p.ApplyUpdate(u, nil))
-			}
-			require.Equal(t, "hello WORLD", text(t, ymap(t, p, "t1"), "content").String())
-
-			// A true duplicate still stores and emits nothing.
-			n, before := docVersion(t, e, ref), len(evs())
-			require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u1, nil))
-			require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
-			require.Equal(t, n, docVersion(t, e, ref))
-			require.Len(t, evs(), before)
 		})
 	}
 }
 
-// A compaction between the pending update and the one it waits for keeps
-// the pending update in the compacted state.
-func TestPendingUpdateSurvivesCompaction(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	a := e.list()
-	u1, u2 := helloWorld(t, e, a)
-	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
-	require.NoError(t, e.svc.CompactNow(e.ctx, a.List.Ref))
-	s2 := e.secondProcess()
-	require.NoError(t, s2.ApplyUpdate(e.ctx, a, u1, nil))
-	y, err := s2.GetYap(e.ctx, a, "t1")
-	require.NoError(t, err)
-	require.Equal(t, "hello WORLD", y.Content)
-	s3 := e.secondProcess()
-	snap, _, err := s3.Snapshot(e.ctx, a, nil)
-	require.NoError(t, err)
-	d := yjs.NewDoc()
-	require.NoError(t, d.ApplyUpdate(snap, nil))
-	require.Equal(t, "hello WORLD", text(t, ymap(t, d, "t1"), "content").String())
-}
-
-// A deletion of something the server does not know yet (it goes to the
-// pending delete set) is stored too, and applied when its target arrives.
-func TestPendingDeletionIsStored(t *testing.T) {
+// A deletion of something the server does not have (Yjs would keep it in
+// the pending delete set) is refused the same way.
+func TestPendingDeletionIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	a := e.list()
@@ -165,22 +119,43 @@ func TestPendingDeletionIsStored(t *testing.T) {
 	})
 	u1, del := ups[0], ups[1]
 	seq := docVersion(t, e, ref)
-	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, del, nil))
-	stored := storedSince(t, e, ref, seq)
-	require.Len(t, stored, 1, "the pending deletion is stored")
-	require.Equal(t, del, stored[0])
+	requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, a, del, nil))
+	require.Empty(t, storedSince(t, e, ref, seq))
 	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u1, nil))
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, del, nil))
 	y, err := e.svc.GetYap(e.ctx, a, "t1")
 	require.NoError(t, err)
 	require.Equal(t, "gone", y.Content)
+}
 
-	s2 := e.secondProcess()
-	y2, err := s2.GetYap(e.ctx, a, "t1")
+// An agent cannot plant an out-of-scope edit that someone else's write
+// would complete (audit 8, F1): its note edit that depends on the owner's
+// next edit is refused, and the owner's edit, when it comes, leaves the note
+// as the owner wrote it.
+func TestAgentCannotPlantPendingEdit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	note, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Title: yaps.Set("n"), Body: yaps.Set("hello")}, "", nil)
 	require.NoError(t, err)
-	require.Equal(t, "gone", y2.Content)
-	snap, _, err := s2.Snapshot(e.ctx, a, nil)
+	agent := e.actor(owner, yaps.RoleAgent) // tasks:write only
+
+	// The owner's client appends " world" (ownerEdit); the agent, having
+	// seen it first, types after it (planted).
+	d := docOf(t, e, owner)
+	ups := edits(t, d, func(d *yjs.Doc) {
+		text(t, ymap(t, d, note.ID), "body").Insert(5, " world", nil)
+	}, func(d *yjs.Doc) {
+		text(t, ymap(t, d, note.ID), "body").Insert(11, " [INJECTED]", nil)
+	})
+	ownerEdit, planted := ups[0], ups[1]
+	requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, agent, planted, nil))
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, owner, ownerEdit, nil))
+
+	got, err := e.svc.GetYap(e.ctx, owner, note.ID)
 	require.NoError(t, err)
-	d2 := yjs.NewDoc()
-	require.NoError(t, d2.ApplyUpdate(snap, nil))
-	require.Equal(t, "gone", text(t, ymap(t, d2, "t1"), "content").String())
+	require.Equal(t, "hello world", got.Body)
+	got2, err := e.secondProcess().GetYap(e.ctx, owner, note.ID)
+	require.NoError(t, err)
+	require.Equal(t, "hello world", got2.Body)
 }

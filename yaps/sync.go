@@ -232,15 +232,23 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	if w.limits && (len(nowS)+len(nowD) > len(pendS)+len(pendD) || d.ClockSum() > clock0) {
 		w.grew = true // for checkLimits
 	}
-	if !got && bytes.Equal(pendS, nowS) && bytes.Equal(pendD, nowD) {
+	samePending := bytes.Equal(pendS, nowS) && bytes.Equal(pendD, nowD)
+	if !got && samePending {
 		// A duplicate: nothing integrated and the pending sets are as
-		// they were. An update that waits for one it depends on (its
-		// structs or deletions went to the pending sets) is not: it is
-		// stored and relayed as sent, or a restart would lose it. Its
-		// changes are validated when they integrate, as part of the
-		// update that completes them.
+		// they were.
 		w.dirty = wasDirty
 		return nil
+	}
+	if !samePending && len(nowS)+len(nowD) > 0 {
+		// Some of it waits for changes this document does not have (Yjs
+		// keeps them pending). It is refused, not kept: its effect would
+		// only be known, and checked, when someone else's update completed
+		// it, under that update's role (an agent could plant an edit of a
+		// note), and data that never integrates could fill the document to
+		// its size limit for good. Clients of this server only depend on
+		// what it relayed them; one that lost an update sends it again with
+		// the rest when it next syncs (step 2 holds all the server lacks).
+		return Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
 	}
 	w.updates = append(w.updates, update)
 	w.origins = append(w.origins, origin)
