@@ -27,13 +27,7 @@ type oaDoc map[string]any
 // openAPI fetches {prefix}/openapi.json from e.
 func openAPI(t *testing.T, e *env) oaDoc {
 	t.Helper()
-	res, err := e.srv.Client().Get(e.srv.URL + e.prefix + "/openapi.json")
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	var d oaDoc
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&d))
-	return d
+	return fetchDoc(t, e, "openapi.json")
 }
 
 // op returns the operation at method and path (a path template).
