@@ -37,19 +37,22 @@ func storedSince(t *testing.T, e *env, ref string, seq int64) [][]byte {
 // appends " WORLD"), made on a copy of a's list document.
 func helloWorld(t *testing.T, e *env, a *yaps.Actor) (u1, u2 []byte) {
 	t.Helper()
-	d := docOf(t, e, a)
-	var c *yjs.Text
-	ups := edits(t, d, func(d *yjs.Doc) {
-		m := yjs.NewMap()
-		m.Set("kind", "task")
-		m.Set("status", "open")
-		m.Set("content", yjs.NewText("hello"))
-		d.GetMap("yaps").Set("t1", m)
-	}, func(d *yjs.Doc) {
-		c = text(t, ymap(t, d, "t1"), "content")
+	ups := edits(t, docOf(t, e, a), createT1("hello"), func(d *yjs.Doc) {
+		c := text(t, ymap(t, d, "t1"), "content")
 		c.Insert(c.Len(), " WORLD", nil)
 	})
 	return ups[0], ups[1]
+}
+
+// createT1 is a sync client's edit that creates the task "t1" with content.
+func createT1(content string) func(d *yjs.Doc) {
+	return func(d *yjs.Doc) {
+		m := yjs.NewMap()
+		m.Set("kind", "task")
+		m.Set("status", "open")
+		m.Set("content", yjs.NewText(content))
+		d.GetMap("yaps").Set("t1", m)
+	}
 }
 
 // A client update that arrives before one it depends on is refused: not
@@ -107,14 +110,7 @@ func TestPendingDeletionIsRefused(t *testing.T) {
 	e := newEnv(t)
 	a := e.list()
 	ref := a.List.Ref
-	d := docOf(t, e, a)
-	ups := edits(t, d, func(d *yjs.Doc) {
-		m := yjs.NewMap()
-		m.Set("kind", "task")
-		m.Set("status", "open")
-		m.Set("content", yjs.NewText("soon gone"))
-		d.GetMap("yaps").Set("t1", m)
-	}, func(d *yjs.Doc) {
+	ups := edits(t, docOf(t, e, a), createT1("soon gone"), func(d *yjs.Doc) {
 		text(t, ymap(t, d, "t1"), "content").Delete(0, 5)
 	})
 	u1, del := ups[0], ups[1]

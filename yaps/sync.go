@@ -81,9 +81,9 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 // emitted as an EventDocUpdate (the client's with origin, the compensation
 // with origin nil), and only valid yaps reach the projection. A duplicate
 // update changes nothing and stores nothing; a malformed one is EINVALID.
-// An update that depends on one not received yet changes only the
-// document's pending state (yjs Doc.Pending): it is stored and emitted as
-// sent, and validated once the missing update integrates it. A write that
+// An update that depends on changes the document does not have (Yjs would
+// keep it pending, yjs Doc.Pending) is EFORBIDDEN and changes nothing; the
+// client sends it again with what it depends on at its next sync. A write that
 // would take the document over Config.MaxDocBytes or MaxDocItems is
 // ETOOLARGE and changes nothing (see Config).
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
@@ -229,9 +229,6 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		return Errorf(EINVALID, "the document update is malformed")
 	}
 	nowS, nowD := d.Pending()
-	if w.limits && (len(nowS)+len(nowD) > len(pendS)+len(pendD) || d.ClockSum() > clock0) {
-		w.grew = true // for checkLimits
-	}
 	samePending := bytes.Equal(pendS, nowS) && bytes.Equal(pendD, nowD)
 	if !got && samePending {
 		// A duplicate: nothing integrated and the pending sets are as
@@ -249,6 +246,9 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		// what it relayed them; one that lost an update sends it again with
 		// the rest when it next syncs (step 2 holds all the server lacks).
 		return Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
+	}
+	if w.limits && d.ClockSum() > clock0 {
+		w.grew = true // for checkLimits
 	}
 	w.updates = append(w.updates, update)
 	w.origins = append(w.origins, origin)

@@ -44,7 +44,7 @@ type writeOp struct {
 	limits      bool   // the limits apply to this write (startLimits)
 	clockBefore uint64 // the document's ClockSum before fn
 	sync        bool   // client updates: they set grew (not server fixes)
-	grew        bool   // a client update inserted something or grew the pending sets
+	grew        bool   // a client update inserted something
 	shrink      bool   // a removal (DELETE yap, archive): not refused by the limits
 }
 
@@ -345,9 +345,9 @@ func (w *writeOp) finish() {
 }
 
 // checkLimits refuses, as ETOOLARGE, a write by a client (HTTP or sync)
-// that inserts anything (the document's state vector advances, or its
-// pending sets grow) and leaves the document over Config.MaxDocItems
-// structs or MaxDocBytes encoded bytes. For sync writes only the clients'
+// that inserts anything (the document's state vector advances) and leaves
+// the document over Config.MaxDocItems structs or MaxDocBytes encoded
+// bytes. For sync writes only the clients'
 // updates count, not the server's fixes and updatedAt stamps that follow
 // them. A write that only deletes is accepted at any size (even when it
 // splits structs), so a list stored before the limits existed, or at
