@@ -53,8 +53,8 @@ func (s *server) account(r *http.Request) (*yaps.Account, error) {
 
 // limit counts the request against group (RULINGS R8), sets the
 // X-RateLimit-* headers and returns the 429 answer when over the limit.
-func (s *server) limit(ctx context.Context, st *reqState, group yaps.LimitGroup, acct *yaps.Account, list *yaps.List) *rawOut {
-	res, err := s.svc.Limit(ctx, group, st.ip, acct, list)
+func (s *server) limit(ctx context.Context, st *reqState, group yaps.LimitGroup, acct *yaps.Account, a *yaps.Actor) *rawOut {
+	res, err := s.svc.Limit(ctx, group, st.ip, acct, a)
 	if err != nil && !yaps.IsCode(err, yaps.ERATELIMITED) {
 		return st.errorOut(err)
 	}
@@ -89,12 +89,10 @@ func (s *server) actor(ctx context.Context, st *reqState, ref string, group yaps
 	st.header().Set("Cache-Control", "private, no-cache")
 	var acct *yaps.Account
 	var acctErr error
-	var list *yaps.List
 	if err == nil {
 		acct, acctErr = s.account(st.r)
-		list = a.List
 	}
-	if out := s.limit(ctx, st, group, acct, list); out != nil {
+	if out := s.limit(ctx, st, group, acct, a); out != nil {
 		return nil, out
 	}
 	if err != nil {

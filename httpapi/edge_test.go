@@ -77,6 +77,30 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
+// TestRolledUpListBudgetPerCode: on a list rolled up into an account each
+// code has its own authenticated budget, so a viewer whose writes are all
+// refused cannot use up the owner's (audit 8).
+func TestRolledUpListBudgetPerCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, backends()[0], envOptions{limiter: limiter(t, ratelimit.Limits{
+		yaps.LimitMutation: {yaps.ClassAuthenticated: {{Limit: 2, Period: time.Minute}}},
+	})})
+	key := expect(t, e.do(req{Method: "POST", Path: "/accounts"}), http.StatusCreated).str("accountKey")
+	ref, owner := e.newList(map[string]any{"title": "rolled"})
+	_, viewer := e.issue(ref, owner, yaps.RoleViewer)
+	expect(t, e.do(req{Method: "POST", Path: "/lists/" + ref + "/rollup", Code: owner, Header: map[string]string{"X-Account-Key": key}}), http.StatusOK)
+
+	post := func(code string) *resp {
+		return e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: code, Body: task("x")})
+	}
+	expectProblem(t, post(viewer), 403, "forbidden")
+	expectProblem(t, post(viewer), 403, "forbidden")
+	expectProblem(t, post(viewer), 429, "rate_limited")
+	r := expect(t, post(owner), http.StatusCreated)
+	require.Equal(t, "2", r.Header.Get("X-RateLimit-Limit"))
+	require.Equal(t, "1", r.Header.Get("X-RateLimit-Remaining"))
+}
+
 // TestTrustedProxies: the client IP (and so the anonymous rate-limit key)
 // comes from X-Forwarded-For only when the peer is a trusted proxy.
 func TestTrustedProxies(t *testing.T) {

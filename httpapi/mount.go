@@ -679,7 +679,7 @@ var (
 	paramLimit          = &huma.Param{Name: "limit", In: "query", Description: "Page size, 1 to 200", Schema: &huma.Schema{Type: "integer", Minimum: &one, Maximum: &twoHundred, Default: 50}}
 	paramIncludeDeleted = &huma.Param{Name: "includeDeleted", In: "query", Description: "Include soft-deleted yaps", Schema: &huma.Schema{Type: "boolean", Default: false}}
 	paramSV             = &huma.Param{Name: "sv", In: "query", Description: "Yjs state vector, base64 (standard or URL-safe alphabet, padding optional)", Schema: &huma.Schema{Type: "string"}}
-	paramIdempotency    = &huma.Param{Name: "Idempotency-Key", In: "header", Description: "A retry with the same key and body replays the first answer", Schema: &huma.Schema{Type: "string", MaxLength: intPtr(255)}}
+	paramIdempotency    = &huma.Param{Name: "Idempotency-Key", In: "header", Description: "A retry with the same key and body replays the first answer (for POST /lists, the owner code too, to the same client address or account): use a random key such as a UUIDv4", Schema: &huma.Schema{Type: "string", MaxLength: intPtr(255)}}
 	paramIfNoneMatch    = &huma.Param{Name: "If-None-Match", In: "header", Description: "ETag of a snapshot already held; 304 if it still matches (without sv)", Schema: &huma.Schema{Type: "string"}}
 	paramIfMatch        = &huma.Param{Name: "If-Match", In: "header", Description: "ETag the change is based on; 412 precondition_failed if it no longer matches", Schema: &huma.Schema{Type: "string"}}
 	paramAccountKey     = &huma.Param{Name: "X-Account-Key", In: "header", Description: "Account key (yak_...) of the account to roll the list into", Schema: &huma.Schema{Type: "string"}}

@@ -246,17 +246,30 @@ func TestLimit(t *testing.T) {
 	t.Parallel()
 	lim := &fakeLimiter{allow: true}
 	e := newEnv(t, func(c *yaps.Config) { c.Limiter = lim })
-	_, err := e.svc.Limit(e.ctx, yaps.LimitRead, "1.2.3.4", nil, nil)
-	require.NoError(t, err)
-	require.Equal(t, yaps.ClassAnonymous, lim.class)
-	require.Equal(t, "ip:1.2.3.4", lim.key)
-	_, err = e.svc.Limit(e.ctx, yaps.LimitRead, "1.2.3.4", nil, &yaps.List{AccountID: "A"})
-	require.NoError(t, err)
-	require.Equal(t, yaps.ClassAuthenticated, lim.class)
-	require.Equal(t, "acct:A", lim.key)
-	_, err = e.svc.Limit(e.ctx, yaps.LimitRead, "1.2.3.4", &yaps.Account{ID: "B"}, &yaps.List{AccountID: "A"})
-	require.NoError(t, err)
-	require.Equal(t, "acct:B", lim.key)
+	rolled := &yaps.List{AccountID: "A"}
+	viewer := &yaps.Actor{List: rolled, Permission: &yaps.Permission{ID: "P1", Role: yaps.RoleViewer}}
+	cases := []struct {
+		name  string
+		ip    string
+		acct  *yaps.Account
+		actor *yaps.Actor
+		class yaps.LimitClass
+		key   string
+	}{
+		{"anonymous ipv4", "1.2.3.4", nil, nil, yaps.ClassAnonymous, "ip:1.2.3.4"},
+		{"ipv4-mapped ipv6 is ipv4", "::ffff:1.2.3.4", nil, nil, yaps.ClassAnonymous, "ip:1.2.3.4"},
+		{"ipv6 by its /64", "2001:db8:1:2:aaaa::1", nil, nil, yaps.ClassAnonymous, "ip:2001:db8:1:2::/64"},
+		{"code on an anonymous list", "1.2.3.4", nil, &yaps.Actor{List: &yaps.List{}, Permission: &yaps.Permission{ID: "P0"}}, yaps.ClassAnonymous, "ip:1.2.3.4"},
+		{"code on a rolled-up list: per code, not the account's budget", "1.2.3.4", nil, viewer, yaps.ClassAuthenticated, "code:P1"},
+		{"refused code (no permission): per address", "1.2.3.4", nil, &yaps.Actor{List: rolled}, yaps.ClassAnonymous, "ip:1.2.3.4"},
+		{"account credential", "1.2.3.4", &yaps.Account{ID: "B"}, viewer, yaps.ClassAuthenticated, "acct:B"},
+	}
+	for _, c := range cases {
+		_, err := e.svc.Limit(e.ctx, yaps.LimitRead, c.ip, c.acct, c.actor)
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.class, lim.class, c.name)
+		require.Equal(t, c.key, lim.key, c.name)
+	}
 	lim.allow = false
 	res, err := e.svc.Limit(e.ctx, yaps.LimitMutation, "1.2.3.4", nil, nil)
 	requireCode(t, yaps.ERATELIMITED, err)
@@ -278,5 +291,21 @@ func TestAuthenticateOddRefs(t *testing.T) {
 	for _, ref := range []string{"", "a\x00b", "../etc", "a b", string(make([]byte, 129))} {
 		_, err := e.svc.Authenticate(e.ctx, ref, "")
 		requireCode(t, yaps.ENOTFOUND, err)
+	}
+}
+
+func TestAddressKey(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"1.2.3.4":              "1.2.3.4",
+		"::ffff:10.0.0.1":      "10.0.0.1",
+		"2001:db8::1":          "2001:db8::/64",
+		"2001:db8:0:0:ffff::9": "2001:db8::/64",
+		"2001:db8:0:1::9":      "2001:db8:0:1::/64",
+		"fe80::1%eth0":         "fe80::/64",
+		"":                     "",
+		"not an address":       "not an address",
+	} {
+		require.Equal(t, want, yaps.AddressKey(in), in)
 	}
 }

@@ -94,19 +94,26 @@ func (s *Service) emit(e Event) {
 func (s *Service) now() time.Time { return Truncate(s.cfg.Now()) }
 
 // Limit counts a request against the group's limits. ip is the client IP;
-// acct and list (both optional) decide the class and key: a request with an
-// account credential, or on a list rolled up into an account, is
-// authenticated and counted per account; every other request is anonymous
-// and counted per IP. When the limit is exceeded the result is returned
-// together with an ERATELIMITED *Error carrying RetryAfter. A failing
-// Limiter (e.g. Redis down) lets the request through and logs a warning.
-func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *Account, list *List) (LimitResult, error) {
-	class, key := ClassAnonymous, "ip:"+ip
+// acct and a (both optional) decide the class and key (RULINGS R8):
+//   - a request with an account credential is authenticated and counted
+//     per account;
+//   - a request by a code on a list rolled up into an account is
+//     authenticated and counted per code, so one code holder (a viewer
+//     sending refused writes, say) cannot use up the budget of the
+//     account's owner or of the list's other codes;
+//   - every other request is anonymous and counted per client address
+//     (AddressKey: an IPv6 client by its /64).
+//
+// When the limit is exceeded the result is returned together with an
+// ERATELIMITED *Error carrying RetryAfter. A failing Limiter (e.g. Redis
+// down) lets the request through and logs a warning.
+func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *Account, a *Actor) (LimitResult, error) {
+	class, key := ClassAnonymous, "ip:"+AddressKey(ip)
 	switch {
 	case acct != nil:
 		class, key = ClassAuthenticated, "acct:"+acct.ID
-	case list != nil && list.AccountID != "":
-		class, key = ClassAuthenticated, "acct:"+list.AccountID
+	case a != nil && a.List != nil && a.List.AccountID != "" && a.Permission != nil:
+		class, key = ClassAuthenticated, "code:"+a.Permission.ID
 	}
 	res, err := s.cfg.Limiter.Take(ctx, group, class, key)
 	if err != nil {

@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -64,4 +65,21 @@ type Unlimited struct{}
 // Take always allows.
 func (Unlimited) Take(context.Context, LimitGroup, LimitClass, string) (LimitResult, error) {
 	return LimitResult{Allowed: true, Limit: -1, Remaining: -1}, nil
+}
+
+// AddressKey is the unit a client address is limited by: an IPv4 address
+// (an IPv4-mapped IPv6 one too) as itself, an IPv6 address by its /64
+// prefix, because one host or home is normally given a whole /64 and
+// could otherwise take a fresh budget per address. A string that is not
+// an address is returned as it is.
+func AddressKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	addr = addr.Unmap()
+	if addr.Is4() {
+		return addr.String()
+	}
+	return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
 }

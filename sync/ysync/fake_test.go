@@ -147,7 +147,7 @@ func (f *fakeService) Subscribe(fn func(yaps.Event)) func() {
 	}
 }
 
-func (f *fakeService) Limit(_ context.Context, _ yaps.LimitGroup, ip string, _ *yaps.Account, _ *yaps.List) (yaps.LimitResult, error) {
+func (f *fakeService) Limit(_ context.Context, _ yaps.LimitGroup, ip string, _ *yaps.Account, _ *yaps.Actor) (yaps.LimitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attempts++

@@ -34,7 +34,7 @@ type backend interface {
 	// polled for their writes) while its room exists.
 	Pin(ref string) (unpin func())
 	PublishAwareness(ctx context.Context, ref string, payload []byte) error
-	Limit(ctx context.Context, group yaps.LimitGroup, ip string, acct *yaps.Account, list *yaps.List) (yaps.LimitResult, error)
+	Limit(ctx context.Context, group yaps.LimitGroup, ip string, acct *yaps.Account, a *yaps.Actor) (yaps.LimitResult, error)
 }
 
 // Broadcaster carries awareness between server processes sharing a
@@ -256,11 +256,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	actor, err := s.svc.Authenticate(ctx, ref, code)
 	// Every attempt counts as a read (RULINGS R8), failed ones too, so
 	// guessing refs or codes here is throttled as it is over HTTP.
-	var list *yaps.List
-	if actor != nil {
-		list = actor.List
-	}
-	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, s.cfg.ClientIP(r), nil, list)
+	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, s.cfg.ClientIP(r), nil, actor)
 	lres.SetHeaders(time.Now(), w.Header().Set) // on refusals and on the 101 alike
 	if yaps.IsCode(lerr, yaps.ERATELIMITED) {
 		writeServiceError(w, r, lerr)
