@@ -73,7 +73,8 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 // archived list). The update is applied to the list document; every yap it
 // changed is validated (schema, kind unchanged, the actor's scope for the
 // old and the new kind) and so is the root map "list" (owner or editor
-// only). When something is invalid or not permitted the service makes a
+// only). An agent's update that changes any other root type is EFORBIDDEN
+// and changes nothing. When something is invalid or not permitted the service makes a
 // compensating update: it restores the previous valid yap (or list
 // members), or removes an invalid new yap. A new yap missing only the
 // server members (id, createdAt, updatedAt) has them filled in instead. The
@@ -246,6 +247,16 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		// what it relayed them; one that lost an update sends it again with
 		// the rest when it next syncs (step 2 holds all the server lacks).
 		return Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
+	}
+	if a.Permission.Role == RoleAgent {
+		// An agent's scope names yap kinds; root types outside the schema
+		// (R9 keeps and relays them) are not in any scope. Their changes
+		// cannot be compensated in general, so the update is refused whole.
+		for t := range changed {
+			if name, ok := yjs.RootName(t); !ok || (name != rootYaps && name != rootList) {
+				return Errorf(EFORBIDDEN, "an agent code may only change yaps")
+			}
+		}
 	}
 	if w.limits && d.ClockSum() > clock0 {
 		w.grew = true // for checkLimits

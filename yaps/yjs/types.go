@@ -613,3 +613,23 @@ func nonFiniteToNil(v any) any {
 	}
 	return v
 }
+
+// RootName returns the name of the root type that t (a shared type, as
+// Transaction.Changed reports them) belongs to, following its parents up.
+// ok is false for a type not (or no longer) reachable from a root: a
+// prelim type, or one whose parent was garbage collected.
+func RootName(t any) (name string, ok bool) {
+	tb := asTypeBase(t)
+	if tb == nil {
+		if u, isUnknown := t.(*unknownType); isUnknown {
+			tb = &u.typeBase
+		}
+	}
+	for tb != nil && tb.item != nil {
+		tb = tb.item.parent
+	}
+	if tb == nil || tb.doc == nil || tb.doc.share[tb.name] == nil {
+		return "", false
+	}
+	return tb.name, true
+}
