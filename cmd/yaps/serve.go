@@ -272,6 +272,9 @@ func (m *Main) limiter() (yaps.Limiter, error) {
 	}
 	cfg.Redis = m.Redis
 	cfg.KeyPrefix = m.RedisKeys
+	if cfg.Redis != "" {
+		ratelimit.LogRedisTo(m.logger) // go-redis prints to stderr otherwise
+	}
 	if cfg.Disabled {
 		return yaps.Unlimited{}, nil
 	}
