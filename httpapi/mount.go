@@ -391,7 +391,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 			Description: "Upgrades to a WebSocket speaking the y-websocket protocol (sync, awareness, auth, query-awareness). " +
 				"The permission code goes in k, or in Authorization: Bearer (browsers cannot set headers on a WebSocket). Viewer and non-writing agent connections are read-only. " +
 				"Every refusal comes before the upgrade: 403 for a browser Origin that is not allowed, 404 for an unknown ref, " +
-				"401 for a bad or revoked code, 429 over the read rate limit (attempts count as reads), " +
+				"401 for a bad or revoked code, 429 over the read rate limit (attempts count as reads) or when the client's address already holds its cap of sockets on the list (64 by default), " +
 				"400 for a request that is not a WebSocket upgrade, 503 when the server is at its connection caps.",
 			Parameters: []*huma.Param{
 				{Name: "ref", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}},

@@ -399,7 +399,9 @@ func startSyncTarget(ctx context.Context, cfg syncConfig, name string) (*syncTar
 			return nil, err
 		}
 		db.Close()
-		cmd, t.stop, err = syncSpawn(cfg, name, cfg.yapsBin, "serve", "--addr", addr, "--db", "sqlite:"+db.Name(), "--rate-limit", "off")
+		cmd, t.stop, err = syncSpawn(cfg, name, cfg.yapsBin, "serve", "--addr", addr, "--db", "sqlite:"+db.Name(), "--rate-limit", "off",
+			// Every benchmark client shares 127.0.0.1; idle rooms hold 100.
+			"--sync-conns-per-ip", "100000")
 		if err != nil {
 			return nil, err
 		}

@@ -194,3 +194,25 @@ func TestServeRedisPrefix(t *testing.T) {
 		require.NoError(t, m.Close())
 	}
 }
+
+// TestServeSyncConnsPerIP: --sync-conns-per-ip reaches the sync endpoint;
+// past it a socket from the same address is refused with 429.
+func TestServeSyncConnsPerIP(t *testing.T) {
+	t.Parallel()
+	m := NewMain(io.Discard)
+	require.NoError(t, m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--sync-conns-per-ip", "2"}, func(string) string { return "" }))
+	require.NoError(t, m.Run(t.Context()))
+	t.Cleanup(func() { _ = m.Close() })
+	var created struct{ Ref, OwnerCode string }
+	doJSON(t, "POST", "http://"+m.Addr()+"/api/v1/lists", "", "", http.StatusCreated, &created)
+	url := "ws://" + m.Addr() + "/api/v1/lists/" + created.Ref + "/sync?k=" + created.OwnerCode
+	for range 2 {
+		conn, _, err := websocket.DefaultDialer.Dial(url, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+	}
+	_, res, err := websocket.DefaultDialer.Dial(url, nil)
+	require.Error(t, err)
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+	require.Equal(t, "5", res.Header.Get("Retry-After"))
+}

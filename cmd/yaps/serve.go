@@ -70,6 +70,10 @@ type Main struct {
 	Origins    string // --allowed-origins, YAPS_ALLOWED_ORIGINS: comma-separated, "*" for all
 	Proxies    string // --trusted-proxies, YAPS_TRUSTED_PROXIES: comma-separated CIDRs
 	LogLevel   string // --log-level, YAPS_LOG_LEVEL: debug (one line per request), info, warn or error
+	// SyncConnsPerIP is --sync-conns-per-ip, YAPS_SYNC_CONNS_PER_IP: the
+	// sync sockets one client address may hold in one list
+	// (ysync.Config.MaxConnsPerIP; 0 means its default, 64).
+	SyncConnsPerIP int
 
 	level    slog.LevelVar
 	logger   *slog.Logger
@@ -115,6 +119,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	env(&m.Origins, "YAPS_ALLOWED_ORIGINS")
 	env(&m.Proxies, "YAPS_TRUSTED_PROXIES")
 	env(&m.LogLevel, "YAPS_LOG_LEVEL")
+	if v := getenv("YAPS_SYNC_CONNS_PER_IP"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("serve: YAPS_SYNC_CONNS_PER_IP must be a number, got %q", v)
+		}
+		m.SyncConnsPerIP = n
+	}
 
 	fs := flag.NewFlagSet("yaps serve", flag.ContinueOnError)
 	fs.StringVar(&m.ListenAddr, "addr", m.ListenAddr, "listen address (YAPS_ADDR)")
@@ -126,6 +137,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&m.RedisKeys, "redis-prefix", m.RedisKeys, "start of every rate-limit key in Redis, to keep deployments sharing one Redis apart; default "+ratelimit.DefaultKeyPrefix+" (YAPS_REDIS_PREFIX)")
 	fs.StringVar(&m.Origins, "allowed-origins", m.Origins, "browser origins allowed to call the API (CORS) and open sync sockets, comma-separated, * for any; default same origin only (YAPS_ALLOWED_ORIGINS)")
 	fs.StringVar(&m.Proxies, "trusted-proxies", m.Proxies, "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client IP (YAPS_TRUSTED_PROXIES)")
+	fs.IntVar(&m.SyncConnsPerIP, "sync-conns-per-ip", m.SyncConnsPerIP, "sync sockets one client address may hold in one list; raise it when many users share an address without --trusted-proxies; default 64 (YAPS_SYNC_CONNS_PER_IP)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug (adds one line per request, codes redacted), info, warn or error (YAPS_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -146,6 +158,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if _, err := yaps.CanonicalOrigins(splitList(m.Origins)); err != nil {
 		return fmt.Errorf("serve: --allowed-origins: %w", err)
+	}
+	if m.SyncConnsPerIP < 0 {
+		return fmt.Errorf("serve: --sync-conns-per-ip must not be negative, got %d", m.SyncConnsPerIP)
 	}
 	if err := m.level.UnmarshalText([]byte(m.LogLevel)); err != nil {
 		return fmt.Errorf("serve: --log-level must be debug, info, warn or error, got %q", m.LogLevel)
@@ -238,7 +253,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	httpapi.Mount(mux, m.service, apiCfg)
-	m.sync, err = ysync.New(m.service, ysync.Config{AllowedOrigins: splitList(m.Origins), ClientIP: clientIP, Logger: m.logger})
+	m.sync, err = ysync.New(m.service, ysync.Config{AllowedOrigins: splitList(m.Origins), ClientIP: clientIP, MaxConnsPerIP: m.SyncConnsPerIP, Logger: m.logger})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -137,6 +137,19 @@ func TestServeParseFlags(t *testing.T) {
 			args: []string{"--addr", ":9001", "--db", "postgres://x/y", "--redis-prefix", "green:rl", "--log-level", "warn"},
 			want: settings{ListenAddr: ":9001", DB: "postgres://x/y", Prefix: "/api/v1", RateLimit: "default", RedisKeys: "green:rl", LogLevel: "warn"},
 		},
+		{
+			name: "sync sockets per address",
+			env:  map[string]string{"YAPS_SYNC_CONNS_PER_IP": "500"},
+			want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default", LogLevel: "info", SyncConnsPerIP: 500},
+		},
+		{
+			name: "sync sockets per address, flag wins",
+			env:  map[string]string{"YAPS_SYNC_CONNS_PER_IP": "500"},
+			args: []string{"--sync-conns-per-ip", "7"},
+			want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default", LogLevel: "info", SyncConnsPerIP: 7},
+		},
+		{name: "sync sockets per address not a number", env: map[string]string{"YAPS_SYNC_CONNS_PER_IP": "many"}, wantErr: "YAPS_SYNC_CONNS_PER_IP"},
+		{name: "negative sync sockets per address", args: []string{"--sync-conns-per-ip", "-1"}, wantErr: "--sync-conns-per-ip"},
 		{name: "prefix needs a leading slash", args: []string{"--prefix", "v1"}, wantErr: "--prefix"},
 		{name: "no trailing slash", args: []string{"--prefix", "/v1/"}, wantErr: "--prefix"},
 		{name: "no empty segment", args: []string{"--prefix", "/api//v1"}, wantErr: "--prefix"},
@@ -171,6 +184,7 @@ func TestServeParseFlags(t *testing.T) {
 			require.Equal(t, tt.want.PublicURL, m.PublicURL)
 			require.Equal(t, tt.want.RedisKeys, m.RedisKeys)
 			require.Equal(t, tt.want.LogLevel, m.LogLevel)
+			require.Equal(t, tt.want.SyncConnsPerIP, m.SyncConnsPerIP)
 		})
 	}
 }
@@ -357,7 +371,10 @@ func TestServeCrashSafety(t *testing.T) {
 }
 
 // settings are the parsed fields of Main a flag test compares.
-type settings struct{ ListenAddr, DB, Prefix, RateLimit, Redis, RedisKeys, PublicURL, LogLevel string }
+type settings struct {
+	ListenAddr, DB, Prefix, RateLimit, Redis, RedisKeys, PublicURL, LogLevel string
+	SyncConnsPerIP                                                           int
+}
 
 func startMain(t *testing.T, args ...string) *Main {
 	t.Helper()

@@ -39,6 +39,19 @@ type Config struct {
 	MaxConnsPerProcess int
 	// MaxConnsPerRoom caps connections to one list. Default: 1,000.
 	MaxConnsPerRoom int
+	// MaxConnsPerIP caps the connections to one list from one client
+	// address, so that one client cannot take every slot of
+	// MaxConnsPerRoom and lock the list's other users out. It is counted
+	// per room (and per process) by the address ClientIP returns, an IPv6
+	// address by its /64 prefix (one host is usually given a whole /64),
+	// an IPv4 one in full (yaps.AddressKey, as the rate limits count
+	// addresses). It is not a cap per code: one code is legitimately
+	// shared by many people (a public viewer link). Past it
+	// the connection is refused with 429 rate_limited and Retry-After: 5
+	// (a limit on this client, not a lack of server capacity). Behind a
+	// reverse proxy, ClientIP must name the real client, or every client
+	// counts as the proxy's address. Default: 64.
+	MaxConnsPerIP int
 
 	// IdleUnload is how long a room with no connections stays in memory
 	// (so a quick reconnect finds its awareness states). Default: 30s.
@@ -159,6 +172,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxRooms, 10_000)
 	def(&c.MaxConnsPerProcess, 20_000)
 	def(&c.MaxConnsPerRoom, 1_000)
+	def(&c.MaxConnsPerIP, 64)
 	defDur(&c.IdleUnload, 30*time.Second)
 	defDur(&c.PingPeriod, 25*time.Second)
 	defDur(&c.PongWait, 60*time.Second)
@@ -201,8 +215,8 @@ func (c Config) validate() error {
 	switch {
 	case c.MaxMessageSize < 64:
 		return fmt.Errorf("ysync: MaxMessageSize %d is below 64 bytes", c.MaxMessageSize)
-	case c.MaxRooms < 1, c.MaxConnsPerProcess < 1, c.MaxConnsPerRoom < 1:
-		return fmt.Errorf("ysync: MaxRooms, MaxConnsPerProcess and MaxConnsPerRoom must be positive")
+	case c.MaxRooms < 1, c.MaxConnsPerProcess < 1, c.MaxConnsPerRoom < 1, c.MaxConnsPerIP < 1:
+		return fmt.Errorf("ysync: MaxRooms, MaxConnsPerProcess, MaxConnsPerRoom and MaxConnsPerIP must be positive")
 	case c.IdleUnload < 0:
 		return fmt.Errorf("ysync: IdleUnload must not be negative")
 	case c.PingPeriod <= 0 || c.PongWait <= c.PingPeriod:

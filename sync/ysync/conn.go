@@ -41,6 +41,7 @@ type conn struct {
 	sess   *melody.Session // set on connect, before the conn is reachable
 	code   string          // kept to re-authenticate when the list changes; never logged
 	permID string
+	ipKey  string          // yaps.AddressKey of the client address (MaxConnsPerIP)
 	ctx    context.Context // cancelled on disconnect
 	cancel context.CancelFunc
 

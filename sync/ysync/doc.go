@@ -44,7 +44,10 @@
 // room, the sender included, and handed to the Broadcaster for other
 // processes. Joiners and query-awareness answers share one frame with the
 // whole table, built again only after the table changed. The IDs a connection set are removed (clock + 1, state null)
-// when it disconnects.
+// when it disconnects. An ID set by a live connection can be changed by
+// another connection only if that one has the same code (a reconnect);
+// entries for it from connections with other codes are dropped (clients
+// re-send the states of others, so the sender is not closed).
 //
 // # Several processes
 //
@@ -67,13 +70,16 @@
 //	404 not_found     unknown list
 //	401 unauthorized  missing, malformed, revoked or foreign code
 //	400 bad_request   not a WebSocket upgrade request
-//	429 rate_limited  too many connection attempts (each counts as a read, R8)
+//	429 rate_limited  too many connection attempts (each counts as a read, R8),
+//	                  or too many connections to the list from the client's
+//	                  address (MaxConnsPerIP, Retry-After: 5)
 //	503 unavailable   too many connections or rooms (Retry-After: 5)
 //
 // # Resources
 //
 // Every bound is a Config field (see config.go for defaults): frame size,
-// rooms, connections per process and per room, a bounded send queue per
+// rooms, connections per process, per room and per client address in a
+// room, a bounded send queue per
 // connection (a client that falls behind is disconnected, never silently
 // skipped; a room's client updates first wait up to SendQueueWait for a
 // reader that is behind, so a burst slows its writers instead of closing

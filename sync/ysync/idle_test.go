@@ -133,7 +133,10 @@ func TestIdleServerProcess(t *testing.T) {
 	if os.Getenv("YSYNC_IDLE_SERVER") != "1" {
 		t.Skip("child process of TestIdleConnectionsRSS")
 	}
-	st := newStack(t, Config{})
+	// The parent spreads YAPS_TEST_IDLE_CONNS connections from 127.0.0.1
+	// over 100 lists: 100 per list for 10,000, past the default
+	// MaxConnsPerIP. Only the per-room cap applies here.
+	st := newStack(t, Config{MaxConnsPerIP: Config{}.WithDefaults().MaxConnsPerRoom})
 	for i := 0; i < 100; i++ {
 		ref, owner := st.newList()
 		fmt.Printf("LIST %s %s\n", ref, owner)

@@ -27,6 +27,9 @@ type room struct {
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	pending int // admitted, not yet upgraded
+	// perIP counts the admitted connections (pending included) per
+	// client address key (yaps.AddressKey), for MaxConnsPerIP.
+	perIP   map[string]int
 	aw      map[uint64]*awState
 	live    int // entries of aw with a state
 	awBytes int // JSON bytes of those states (MaxAwarenessRoomBytes)
@@ -66,7 +69,7 @@ type awState struct {
 }
 
 func newRoom(s *Server, ref string) *room {
-	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, aw: map[uint64]*awState{}, kick: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
+	r := &room{s: s, ref: ref, conns: map[*conn]struct{}{}, perIP: map[string]int{}, aw: map[uint64]*awState{}, kick: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 	r.snapshot.Store(&[]*conn{})
 	return r
 }
@@ -107,6 +110,7 @@ func (r *room) join(c *conn) []byte {
 func (r *room) leave(c *conn) {
 	r.mu.Lock()
 	delete(r.conns, c)
+	r.releaseIPLocked(c.ipKey)
 	r.republishLocked()
 	var removed []AwarenessEntry
 	for id := range c.awIDs {
@@ -129,6 +133,15 @@ func (r *room) leave(c *conn) {
 		r.broadcast(AppendAwareness(nil, upd))
 		r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
 	}
+}
+
+// releaseIPLocked gives back a connection slot of the address key.
+func (r *room) releaseIPLocked(key string) {
+	if r.perIP[key] <= 1 {
+		delete(r.perIP, key)
+		return
+	}
+	r.perIP[key]--
 }
 
 // maybeIdleLocked starts the unload timer when the room became empty.
@@ -173,6 +186,11 @@ func (r *room) unload() {
 // (newer clock wins; a null at the same clock removes) and relays the
 // accepted entries to every connection, the sender included. from is nil
 // for updates from other processes, which are not published again.
+//
+// A connection may not change a client ID that a live connection
+// authenticated with another permission owns (see awState.heldFrom): such
+// an entry, state or null, is dropped without closing the sender, since
+// y-websocket clients re-send the states of other clients they received.
 func (r *room) applyAwareness(from *conn, payload []byte) error {
 	entries, err := DecodeAwareness(payload, AwarenessLimits{
 		MaxEntries:    r.s.cfg.MaxAwarenessEntries,
@@ -183,7 +201,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	}
 	now := time.Now()
 	r.mu.Lock()
-	if from != nil && r.awBytes+r.growthLocked(entries) > r.s.cfg.MaxAwarenessRoomBytes {
+	if from != nil && r.awBytes+r.growthLocked(from, entries) > r.s.cfg.MaxAwarenessRoomBytes {
 		// Refused whole, like a state over MaxAwarenessStateBytes.
 		r.mu.Unlock()
 		return ErrMalformed
@@ -192,7 +210,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	var overLimit bool
 	for _, e := range entries {
 		st := r.aw[e.ClientID]
-		if !st.accepts(e) {
+		if !st.accepts(e) || st.heldFrom(from) {
 			continue
 		}
 		if e.Removed() {
@@ -239,8 +257,9 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 				break
 			}
 			if st.owner != nil {
-				// The client moved to a new connection (a reconnect
-				// before the old socket was noticed dead).
+				// The client moved to a new connection with the same
+				// code (a reconnect before the old socket was noticed
+				// dead; heldFrom refused any other).
 				delete(st.owner.awIDs, e.ClientID)
 			}
 			if from.awIDs == nil {
@@ -292,15 +311,28 @@ func (st *awState) accepts(e AwarenessEntry) bool {
 	return st.clock < e.Clock || (st.clock == e.Clock && e.Removed() && st.state != "")
 }
 
-// growthLocked returns at most how many bytes applying entries would add
-// to the awareness table: each accepted state counts in full, and the
-// state it replaces is credited once per client. IDs repeated within one
-// message can only make it overestimate.
-func (r *room) growthLocked(entries []AwarenessEntry) int {
+// heldFrom reports whether st is owned by a live connection of this
+// process that from may not take it from: one authenticated with another
+// permission (another code). Ownership moves only between connections of
+// the same code, the reconnect of a client whose old socket is not yet
+// noticed dead; a connection of another code sending a newer clock (or a
+// null) for the ID would be hijacking another client's presence. IDs
+// without a live owner, and updates from other processes (from nil), are
+// not held.
+func (st *awState) heldFrom(from *conn) bool {
+	return from != nil && st != nil && st.owner != nil && st.owner != from &&
+		(st.owner.permID == "" || st.owner.permID != from.permID)
+}
+
+// growthLocked returns at most how many bytes applying entries from a
+// connection would add to the awareness table: each accepted state counts
+// in full, and the state it replaces is credited once per client. IDs
+// repeated within one message can only make it overestimate.
+func (r *room) growthLocked(from *conn, entries []AwarenessEntry) int {
 	grow := 0
 	for i, e := range entries {
 		st := r.aw[e.ClientID]
-		if !st.accepts(e) {
+		if !st.accepts(e) || st.heldFrom(from) {
 			continue
 		}
 		if !e.Removed() {

@@ -256,7 +256,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	actor, err := s.svc.Authenticate(ctx, ref, code)
 	// Every attempt counts as a read (RULINGS R8), failed ones too, so
 	// guessing refs or codes here is throttled as it is over HTTP.
-	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, s.cfg.ClientIP(r), nil, actor)
+	ip := s.cfg.ClientIP(r)
+	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, ip, nil, actor)
 	lres.SetHeaders(time.Now(), w.Header().Set) // on refusals and on the 101 alike
 	if yaps.IsCode(lerr, yaps.ERATELIMITED) {
 		writeServiceError(w, r, lerr)
@@ -270,13 +271,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusBadRequest, "bad_request", msg)
 		return
 	}
-	rm, err := s.admit(ref)
+	key := yaps.AddressKey(ip)
+	rm, err := s.admit(ref, key)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeServiceError(w, r, err)
 		return
 	}
 	c := newConn(s, rm, actor, code)
+	c.ipKey = key
 	// Our step 1 is computed here, on the short-lived request goroutine
 	// (loading a document can grow a stack a lot). Computing it before the
 	// connection joins the room loses nothing: the client's own step 1 is
@@ -405,9 +408,21 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-// admit reserves a connection slot in ref's room, creating the room if
-// needed, or refuses with EUNAVAILABLE past a cap.
-func (s *Server) admit(ref string) (*room, error) {
+// admit reserves a connection slot in ref's room for a client counted
+// under ipKey (yaps.AddressKey of its address), creating the room if
+// needed, or refuses with EUNAVAILABLE past a capacity cap (503), or with
+// ERATELIMITED past MaxConnsPerIP.
+//
+// The per-address cap answers 429, not the 503 of the capacity caps: the
+// server has room, it is this client that holds too many of the list's
+// sockets. 429 rate_limited is the status the API already gives a client
+// over its own limits (RULINGS R3); everybody else still connects, and a
+// 5xx would tell clients, proxies and monitoring that the server is
+// failing when it is refusing one abusive client. It carries the same
+// Retry-After: 5 as the capacity caps (a slot frees when one of the
+// client's sockets closes). The X-RateLimit-* headers of the answer still
+// describe the read limit the attempt counted against.
+func (s *Server) admit(ref, ipKey string) (*room, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -428,10 +443,14 @@ func (s *Server) admit(ref string) (*room, error) {
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
+	if rm.perIP[ipKey] >= s.cfg.MaxConnsPerIP {
+		return nil, &yaps.Error{Code: yaps.ERATELIMITED, Message: "too many connections to this list from your address; retry later", RetryAfter: 5 * time.Second}
+	}
 	if len(rm.conns)+rm.pending >= s.cfg.MaxConnsPerRoom {
 		return nil, yaps.Errorf(yaps.EUNAVAILABLE, "too many connections to this list; retry later")
 	}
 	rm.pending++
+	rm.perIP[ipKey]++
 	rm.stopIdleLocked()
 	s.nconns++
 	s.wg.Add(1)
@@ -462,6 +481,7 @@ func (s *Server) release(c *conn) {
 	s.mu.Unlock()
 	c.room.mu.Lock()
 	c.room.pending--
+	c.room.releaseIPLocked(c.ipKey)
 	c.room.maybeIdleLocked()
 	c.room.mu.Unlock()
 	c.cancel()

@@ -1,0 +1,135 @@
+package ysync
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recordingBroadcaster records what the server publishes to other
+// processes (and delivers nothing).
+type recordingBroadcaster struct {
+	mu      sync.Mutex
+	updates [][]byte
+}
+
+func (b *recordingBroadcaster) PublishAwareness(_ string, update []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.updates = append(b.updates, append([]byte(nil), update...))
+}
+
+func (b *recordingBroadcaster) SubscribeAwareness(func(string, []byte)) func() { return func() {} }
+
+// published returns every entry published so far, in order.
+func (b *recordingBroadcaster) published(t *testing.T) []AwarenessEntry {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []AwarenessEntry
+	for _, u := range b.updates {
+		entries, err := DecodeAwareness(u, AwarenessLimits{})
+		require.NoError(t, err)
+		out = append(out, entries...)
+	}
+	return out
+}
+
+func sendAwareness(c *client, entries ...AwarenessEntry) {
+	c.t.Helper()
+	c.write(AppendAwareness(nil, EncodeAwareness(entries)))
+}
+
+// A connection with another code cannot take over, change or remove an
+// awareness client owned by a live connection: the entry is dropped (not
+// applied, relayed or published) and the sender, whose other entries go
+// through, stays connected. Real y-websocket clients re-send the states of
+// others they received (the last case), so the sender is not closed.
+func TestAwarenessHijackRefused(t *testing.T) {
+	t.Parallel()
+	const victimState, ownState = `{"user":"victim"}`, `{"user":"mallory"}`
+	for name, entry := range map[string]AwarenessEntry{
+		"newer state":         {ClientID: 7, Clock: 5, State: `{"user":"victim","evil":true}`},
+		"removal":             {ClientID: 7, Clock: 5, State: "null"},
+		"removal, same clock": {ClientID: 7, Clock: 1, State: "null"},
+		"re-sent, same clock": {ClientID: 7, Clock: 1, State: victimState},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pub := &recordingBroadcaster{}
+			e := newEnv(t, Config{Broadcaster: pub})
+			victim := e.dial(t, "L1", "editor")
+			attacker := e.dial(t, "L1", "viewer")
+			observer := e.dial(t, "L1", "owner")
+			sendAwareness(victim, AwarenessEntry{ClientID: 7, Clock: 1, State: victimState})
+			for _, c := range []*client{victim, attacker, observer} {
+				require.Equal(t, map[uint64]string{7: victimState}, awarenessMap(t, c.nextOf(MsgAwareness)))
+			}
+
+			// The attacker's own entry in the same message goes through,
+			// alone.
+			sendAwareness(attacker, entry, AwarenessEntry{ClientID: 8, Clock: 1, State: ownState})
+			for _, c := range []*client{victim, attacker, observer} {
+				require.Equal(t, map[uint64]string{8: ownState}, awarenessMap(t, c.nextOf(MsgAwareness)))
+			}
+			observer.write(AppendQueryAwareness(nil))
+			require.Equal(t, map[uint64]string{7: victimState, 8: ownState}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+			// The victim's clock did not move: its next renewal counts.
+			sendAwareness(victim, AwarenessEntry{ClientID: 7, Clock: 2, State: victimState})
+			require.Equal(t, []AwarenessEntry{{ClientID: 7, Clock: 2, State: victimState}}, decodeAw(t, observer.nextOf(MsgAwareness)))
+
+			// The attacker is still connected and answered.
+			attacker.nextOf(MsgAwareness) // the victim's renewal
+			attacker.write(AppendQueryAwareness(nil))
+			require.Len(t, awarenessMap(t, attacker.nextOf(MsgAwareness)), 2)
+			require.Equal(t, 3, e.srv.Stats().Conns)
+
+			// Nothing of the dropped entry reached the other processes.
+			require.Eventually(t, func() bool { return len(pub.published(t)) >= 3 }, 2*time.Second, 5*time.Millisecond)
+			require.Equal(t, []AwarenessEntry{
+				{ClientID: 7, Clock: 1, State: victimState},
+				{ClientID: 8, Clock: 1, State: ownState},
+				{ClientID: 7, Clock: 2, State: victimState},
+			}, pub.published(t))
+		})
+	}
+}
+
+// A client that reconnects with the same code before its old socket was
+// noticed dead takes its awareness ID over; the old socket's end then
+// removes nothing. Once no live connection owns the ID, anyone may set it
+// (as before).
+func TestAwarenessReconnectSameCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	observer := e.dial(t, "L1", "owner")
+	old := e.dial(t, "L1", "viewer")
+	sendAwareness(old, AwarenessEntry{ClientID: 7, Clock: 1, State: `{"v":1}`})
+	require.Equal(t, map[uint64]string{7: `{"v":1}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+
+	fresh := e.dial(t, "L1", "viewer")
+	require.Equal(t, map[uint64]string{7: `{"v":1}`}, awarenessMap(t, fresh.nextOf(MsgAwareness))) // on join
+	sendAwareness(fresh, AwarenessEntry{ClientID: 7, Clock: 2, State: `{"v":2}`})
+	require.Equal(t, map[uint64]string{7: `{"v":2}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+
+	require.NoError(t, old.ws.Close())
+	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 2 }, 2*time.Second, 5*time.Millisecond)
+	observer.quiet() // no removal: the ID is fresh's now
+	observer.write(AppendQueryAwareness(nil))
+	require.Equal(t, map[uint64]string{7: `{"v":2}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+
+	require.NoError(t, fresh.ws.Close())
+	require.Equal(t, []AwarenessEntry{{ClientID: 7, Clock: 3, State: "null"}}, decodeAw(t, observer.nextOf(MsgAwareness)))
+	other := e.dial(t, "L1", "editor")
+	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 4, State: `{"v":4}`})
+	require.Equal(t, map[uint64]string{7: `{"v":4}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+}
+
+func decodeAw(t *testing.T, m Message) []AwarenessEntry {
+	t.Helper()
+	entries, err := DecodeAwareness(m.Payload, AwarenessLimits{})
+	require.NoError(t, err)
+	return entries
+}
