@@ -77,26 +77,29 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
-// TestRolledUpListBudgetPerCode: on a list rolled up into an account each
-// code has its own authenticated budget, so a viewer whose writes are all
-// refused cannot use up the owner's (audit 8).
-func TestRolledUpListBudgetPerCode(t *testing.T) {
+// TestRolledUpListBudget: on a list rolled up into an account, requests by
+// codes count against the account per client address: a viewer elsewhere
+// whose writes are all refused cannot use up the owner's budget (audit 8),
+// and more codes give no more budget.
+func TestRolledUpListBudget(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, backends()[0], envOptions{limiter: limiter(t, ratelimit.Limits{
+	e := newEnv(t, backends()[0], envOptions{cfg: httpapi.Config{TrustedProxies: []string{"127.0.0.0/8", "::1"}}, limiter: limiter(t, ratelimit.Limits{
 		yaps.LimitMutation: {yaps.ClassAuthenticated: {{Limit: 2, Period: time.Minute}}},
 	})})
 	key := expect(t, e.do(req{Method: "POST", Path: "/accounts"}), http.StatusCreated).str("accountKey")
 	ref, owner := e.newList(map[string]any{"title": "rolled"})
 	_, viewer := e.issue(ref, owner, yaps.RoleViewer)
+	_, viewer2 := e.issue(ref, owner, yaps.RoleViewer)
 	expect(t, e.do(req{Method: "POST", Path: "/lists/" + ref + "/rollup", Code: owner, Header: map[string]string{"X-Account-Key": key}}), http.StatusOK)
 
-	post := func(code string) *resp {
-		return e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: code, Body: task("x")})
+	post := func(code, ip string) *resp {
+		return e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: code, Body: task("x"), Header: map[string]string{"X-Forwarded-For": ip}})
 	}
-	expectProblem(t, post(viewer), 403, "forbidden")
-	expectProblem(t, post(viewer), 403, "forbidden")
-	expectProblem(t, post(viewer), 429, "rate_limited")
-	r := expect(t, post(owner), http.StatusCreated)
+	expectProblem(t, post(viewer, "203.0.113.9"), 403, "forbidden")
+	expectProblem(t, post(viewer, "203.0.113.9"), 403, "forbidden")
+	expectProblem(t, post(viewer, "203.0.113.9"), 429, "rate_limited")
+	expectProblem(t, post(viewer2, "203.0.113.9"), 429, "rate_limited")
+	r := expect(t, post(owner, "198.51.100.1"), http.StatusCreated)
 	require.Equal(t, "2", r.Header.Get("X-RateLimit-Limit"))
 	require.Equal(t, "1", r.Header.Get("X-RateLimit-Remaining"))
 }

@@ -260,8 +260,9 @@ func TestLimit(t *testing.T) {
 		{"ipv4-mapped ipv6 is ipv4", "::ffff:1.2.3.4", nil, nil, yaps.ClassAnonymous, "ip:1.2.3.4"},
 		{"ipv6 by its /64", "2001:db8:1:2:aaaa::1", nil, nil, yaps.ClassAnonymous, "ip:2001:db8:1:2::/64"},
 		{"code on an anonymous list", "1.2.3.4", nil, &yaps.Actor{List: &yaps.List{}, Permission: &yaps.Permission{ID: "P0"}}, yaps.ClassAnonymous, "ip:1.2.3.4"},
-		{"code on a rolled-up list: per code, not the account's budget", "1.2.3.4", nil, viewer, yaps.ClassAuthenticated, "code:P1"},
-		{"refused code (no permission): per address", "1.2.3.4", nil, &yaps.Actor{List: rolled}, yaps.ClassAnonymous, "ip:1.2.3.4"},
+		{"code on a rolled-up list: the account's budget at this address", "1.2.3.4", nil, viewer, yaps.ClassAuthenticated, "acct:A|ip:1.2.3.4"},
+		{"another code there shares it", "1.2.3.4", nil, &yaps.Actor{List: rolled, Permission: &yaps.Permission{ID: "P2"}}, yaps.ClassAuthenticated, "acct:A|ip:1.2.3.4"},
+		{"from another address, another budget", "2001:db8::7", nil, viewer, yaps.ClassAuthenticated, "acct:A|ip:2001:db8::/64"},
 		{"account credential", "1.2.3.4", &yaps.Account{ID: "B"}, viewer, yaps.ClassAuthenticated, "acct:B"},
 	}
 	for _, c := range cases {

@@ -98,9 +98,10 @@ func (s *Service) now() time.Time { return Truncate(s.cfg.Now()) }
 //   - a request with an account credential is authenticated and counted
 //     per account;
 //   - a request by a code on a list rolled up into an account is
-//     authenticated and counted per code, so one code holder (a viewer
-//     sending refused writes, say) cannot use up the budget of the
-//     account's owner or of the list's other codes;
+//     authenticated and counted per account and client address, so a
+//     code holder elsewhere (a viewer sending refused writes, say) cannot
+//     use up the budget of the account's owner, and issuing more codes
+//     gives no more budget;
 //   - every other request is anonymous and counted per client address
 //     (AddressKey: an IPv6 client by its /64).
 //
@@ -112,8 +113,8 @@ func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *
 	switch {
 	case acct != nil:
 		class, key = ClassAuthenticated, "acct:"+acct.ID
-	case a != nil && a.List != nil && a.List.AccountID != "" && a.Permission != nil:
-		class, key = ClassAuthenticated, "code:"+a.Permission.ID
+	case a != nil && a.List != nil && a.List.AccountID != "":
+		class, key = ClassAuthenticated, "acct:"+a.List.AccountID+"|ip:"+AddressKey(ip)
 	}
 	res, err := s.cfg.Limiter.Take(ctx, group, class, key)
 	if err != nil {

@@ -68,7 +68,7 @@ func (Unlimited) Take(context.Context, LimitGroup, LimitClass, string) (LimitRes
 }
 
 // AddressKey is the unit a client address is limited by: an IPv4 address
-// (an IPv4-mapped IPv6 one too) as itself, an IPv6 address by its /64
+// (an IPv4-mapped or NAT64 64:ff9b::/96 IPv6 one too) as itself, an IPv6 address by its /64
 // prefix, because one host or home is normally given a whole /64 and
 // could otherwise take a fresh budget per address. A string that is not
 // an address is returned as it is.
@@ -78,8 +78,16 @@ func AddressKey(ip string) string {
 		return ip
 	}
 	addr = addr.Unmap()
+	if nat64.Contains(addr) {
+		// A NAT64 gateway puts every IPv4 client it serves in one /96:
+		// the client is the embedded IPv4 address.
+		b := addr.As16()
+		addr = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	if addr.Is4() {
 		return addr.String()
 	}
 	return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
 }
+
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
