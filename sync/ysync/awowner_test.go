@@ -99,11 +99,13 @@ func TestAwarenessHijackRefused(t *testing.T) {
 
 // A client that reconnects with the same code before its old socket was
 // noticed dead takes its awareness ID over; the old socket's end then
-// removes nothing. Once no live connection owns the ID, anyone may set it
-// (as before).
+// removes nothing. Once its owner left, the ID stays its code's for
+// AwarenessTimeout (whoever saw the removal cannot take it before the
+// client reconnects), then anyone may set it.
 func TestAwarenessReconnectSameCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Config{})
+	const hold = time.Second
+	e := newEnv(t, Config{AwarenessTimeout: hold})
 	observer := e.dial(t, "L1", "owner")
 	old := e.dial(t, "L1", "viewer")
 	sendAwareness(old, AwarenessEntry{ClientID: 7, Clock: 1, State: `{"v":1}`})
@@ -121,10 +123,20 @@ func TestAwarenessReconnectSameCode(t *testing.T) {
 	require.Equal(t, map[uint64]string{7: `{"v":2}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
 
 	require.NoError(t, fresh.ws.Close())
+	left := time.Now()
 	require.Equal(t, []AwarenessEntry{{ClientID: 7, Clock: 3, State: "null"}}, decodeAw(t, observer.nextOf(MsgAwareness)))
 	other := e.dial(t, "L1", "editor")
-	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 4, State: `{"v":4}`})
+	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 4, State: `{"evil":1}`})
+	again := e.dial(t, "L1", "viewer") // the client's own reconnect
+	sendAwareness(again, AwarenessEntry{ClientID: 7, Clock: 4, State: `{"v":4}`})
 	require.Equal(t, map[uint64]string{7: `{"v":4}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+	require.Less(t, time.Since(left), hold, "the machine was too slow for this hold")
+
+	require.NoError(t, again.ws.Close())
+	require.Equal(t, []AwarenessEntry{{ClientID: 7, Clock: 5, State: "null"}}, decodeAw(t, observer.nextOf(MsgAwareness)))
+	time.Sleep(hold)
+	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 6, State: `{"v":6}`})
+	require.Equal(t, map[uint64]string{7: `{"v":6}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
 }
 
 func decodeAw(t *testing.T, m Message) []AwarenessEntry {

@@ -109,6 +109,7 @@ func TestConnsPerIPReleased(t *testing.T) {
 		require.Empty(t, got, "closed without a 101")
 		nc.Close()
 		require.Eventually(t, func() bool { return len(e.perIP("L1")) == 0 }, 2*time.Second, 5*time.Millisecond)
+		require.NotNil(t, e.srv.room("L1"), "the room is gone: no count was checked")
 	}
 
 	// The slot is free: one socket, then a refusal, then one again after
@@ -118,6 +119,7 @@ func TestConnsPerIPReleased(t *testing.T) {
 		requireIPRefused(t, from("L1", ip))
 		require.NoError(t, c.ws.Close())
 		require.Eventually(t, func() bool { return len(e.perIP("L1")) == 0 }, 2*time.Second, 5*time.Millisecond)
+		require.NotNil(t, e.srv.room("L1"), "the room is gone: no count was checked")
 	}
 	require.Equal(t, 0, e.srv.Stats().Conns)
 }

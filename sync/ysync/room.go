@@ -66,6 +66,11 @@ type awState struct {
 	state string
 	owner *conn     // the local connection that set it; nil when remote
 	seen  time.Time // when the state was last set (expires remote ones)
+	// lastPerm is the permission of the local connection that owned the
+	// ID until it left; other codes may not take the ID before heldUntil
+	// (AwarenessTimeout later), so the client's own reconnect finds it.
+	lastPerm  string
+	heldUntil time.Time
 }
 
 func newRoom(s *Server, ref string) *room {
@@ -119,6 +124,7 @@ func (r *room) leave(c *conn) {
 			continue
 		}
 		st.owner = nil
+		st.lastPerm, st.heldUntil = c.permID, time.Now().Add(r.s.cfg.AwarenessTimeout)
 		if st.state != "" {
 			st.clock++
 			r.setStateLocked(st, "")
@@ -266,7 +272,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 				from.awIDs = map[uint64]struct{}{}
 			}
 			from.awIDs[e.ClientID] = struct{}{}
-			st.owner = from
+			st.owner, st.lastPerm = from, ""
 		}
 		r.setStateLocked(st, e.State)
 		st.clock, st.seen = e.Clock, now
@@ -311,17 +317,24 @@ func (st *awState) accepts(e AwarenessEntry) bool {
 	return st.clock < e.Clock || (st.clock == e.Clock && e.Removed() && st.state != "")
 }
 
-// heldFrom reports whether st is owned by a live connection of this
-// process that from may not take it from: one authenticated with another
-// permission (another code). Ownership moves only between connections of
-// the same code, the reconnect of a client whose old socket is not yet
-// noticed dead; a connection of another code sending a newer clock (or a
-// null) for the ID would be hijacking another client's presence. IDs
-// without a live owner, and updates from other processes (from nil), are
+// heldFrom reports whether from may not take st: its owner, a connection
+// of this process, is authenticated with another permission (another
+// code) and is live, or left less than AwarenessTimeout ago. Ownership moves only between connections of the
+// same code, the reconnect of a client whose old socket is not yet noticed
+// dead or already closed; a connection of another code sending a newer
+// clock (or a null) for the ID would be hijacking another client's
+// presence. Other IDs, and updates from other processes (from nil), are
 // not held.
 func (st *awState) heldFrom(from *conn) bool {
-	return from != nil && st != nil && st.owner != nil && st.owner != from &&
-		(st.owner.permID == "" || st.owner.permID != from.permID)
+	if from == nil || st == nil {
+		return false
+	}
+	if st.owner != nil {
+		return st.owner != from && (st.owner.permID == "" || st.owner.permID != from.permID)
+	}
+	// Its owner left: the ID stays its code's for a while, or whoever saw
+	// the removal could take it before the client reconnects.
+	return st.lastPerm != "" && st.lastPerm != from.permID && time.Now().Before(st.heldUntil)
 }
 
 // growthLocked returns at most how many bytes applying entries from a
