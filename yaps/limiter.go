@@ -68,10 +68,10 @@ func (Unlimited) Take(context.Context, LimitGroup, LimitClass, string) (LimitRes
 }
 
 // AddressKey is the unit a client address is limited by: an IPv4 address
-// (an IPv4-mapped or NAT64 64:ff9b::/96 IPv6 one too) as itself, an IPv6 address by its /64
-// prefix, because one host or home is normally given a whole /64 and
-// could otherwise take a fresh budget per address. A string that is not
-// an address is returned as it is.
+// (an IPv4-mapped or NAT64 64:ff9b::/96 IPv6 one too) as itself, an IPv6
+// address by its /64 prefix, because one host or home is normally given a
+// whole /64 and could otherwise take a fresh budget per address. A string
+// that is not an address is returned as it is.
 func AddressKey(ip string) string {
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {

@@ -73,10 +73,10 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 // archived list). The update is applied to the list document; every yap it
 // changed is validated (schema, kind unchanged, the actor's scope for the
 // old and the new kind) and so is the root map "list" (owner or editor
-// only). An agent's update that changes any other root type is EFORBIDDEN
-// and changes nothing. When something is invalid or not permitted the service makes a
-// compensating update: it restores the previous valid yap (or list
-// members), or removes an invalid new yap. A new yap missing only the
+// only). An agent's update that changes any other root type is
+// EFORBIDDEN and changes nothing. When something is invalid or not
+// permitted the service makes a compensating update: it restores the
+// previous valid yap (or list members), or removes an invalid new yap. A new yap missing only the
 // server members (id, createdAt, updatedAt) has them filled in instead. The
 // client's update is stored as sent, then the compensating update, each
 // emitted as an EventDocUpdate (the client's with origin, the compensation
@@ -84,8 +84,8 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 // update changes nothing and stores nothing; a malformed one is EINVALID.
 // An update that depends on changes the document does not have (Yjs would
 // keep it pending, yjs Doc.Pending) is EFORBIDDEN and changes nothing; the
-// client sends it again with what it depends on at its next sync. A write that
-// would take the document over Config.MaxDocBytes or MaxDocItems is
+// client sends it again with what it depends on at its next sync. A write
+// that would take the document over Config.MaxDocBytes or MaxDocItems is
 // ETOOLARGE and changes nothing (see Config).
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
 	if err := checkClientWrite(a); err != nil {

@@ -347,9 +347,8 @@ func (w *writeOp) finish() {
 // checkLimits refuses, as ETOOLARGE, a write by a client (HTTP or sync)
 // that inserts anything (the document's state vector advances) and leaves
 // the document over Config.MaxDocItems structs or MaxDocBytes encoded
-// bytes. For sync writes only the clients'
-// updates count, not the server's fixes and updatedAt stamps that follow
-// them. A write that only deletes is accepted at any size (even when it
+// bytes. For sync writes only the clients' updates count, not the server's
+// fixes and updatedAt stamps that follow them. A write that only deletes is accepted at any size (even when it
 // splits structs), so a list stored before the limits existed, or at
 // them, can still be read and shrunk. Removals (w.shrink: an HTTP soft
 // delete, which sets deletedAt and updatedAt, and archiving) are never
