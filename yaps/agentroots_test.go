@@ -1,6 +1,7 @@
 package yaps_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,9 +10,13 @@ import (
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
 
-// An agent's scope names yap kinds: an update of an agent that changes a
-// root type outside the schema (R9 keeps and relays those for owners and
-// editors) is refused whole, even with yaps:write, and leaves nothing.
+// An agent's scope names yap kinds, so it may not change root types outside
+// the schema (R9 keeps and relays those for owners and editors), even with
+// yaps:write. What it inserts there is compensated: the update is applied,
+// then deleted again by a server update every peer gets, so the agent's
+// own Y.Doc stays in step and its later edits are accepted. An update that
+// deletes or overwrites what was there cannot be compensated and is
+// refused whole, leaving nothing.
 func TestAgentCannotWriteUnknownRoots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -27,33 +32,74 @@ func TestAgentCannotWriteUnknownRoots(t *testing.T) {
 	})
 	require.NoError(t, e.svc.ApplyUpdate(e.ctx, editor, seed[0], nil))
 
-	cases := map[string]func(d *yjs.Doc){
-		"root text":                  func(d *yjs.Doc) { d.GetText("notes").Insert(0, "agent ", nil) },
-		"new root":                   func(d *yjs.Doc) { d.GetArray("mine").Push([]any{"a"}) },
-		"deletion in a root":         func(d *yjs.Doc) { d.GetText("notes").Delete(0, 3) },
-		"map nested in a root":       func(d *yjs.Doc) { v, _ := d.GetMap("ext").Get("cfg"); v.(*yjs.Map).Set("x", 2.0) },
-		"a valid task beside a root": func(d *yjs.Doc) { createT1("ok")(d); d.GetText("notes").Insert(0, "!", nil) },
+	// foreign is what a fresh client sees outside the yaps: unchanged by
+	// any agent.
+	foreign := func(d *yjs.Doc) []any {
+		cfg, _ := d.GetMap("ext").Get("cfg")
+		x, _ := cfg.(*yjs.Map).Get("x")
+		return []any{d.GetText("notes").String(), d.GetArray("mine").Len(), d.GetMap("ext").Len(), fmt.Sprint(x)}
+	}
+	want := []any{"editor's", 0, 1, "1"}
+
+	refused := map[string]func(d *yjs.Doc){
+		"deletion in a root":   func(d *yjs.Doc) { d.GetText("notes").Delete(0, 3) },
+		"map nested in a root": func(d *yjs.Doc) { v, _ := d.GetMap("ext").Get("cfg"); v.(*yjs.Map).Set("x", 2.0) },
+		"a root key replaced":  func(d *yjs.Doc) { d.GetMap("ext").Set("cfg", "gone") },
+		"insert and deletion":  func(d *yjs.Doc) { d.GetText("notes").Insert(0, "a", nil); d.GetMap("ext").Delete("cfg") },
+	}
+	compensated := map[string]func(d *yjs.Doc){
+		"root text":   func(d *yjs.Doc) { d.GetText("notes").Insert(0, "agent ", nil) },
+		"new root":    func(d *yjs.Doc) { d.GetArray("mine").Push("a", []any{1.0}, yjs.NewMap()) },
+		"own typo":    func(d *yjs.Doc) { d.GetText("notes").Insert(8, " typo", nil); d.GetText("notes").Delete(9, 2) },
+		"new key":     func(d *yjs.Doc) { m := yjs.NewMap(); m.Set("deep", yjs.NewText("t")); d.GetMap("ext").Set("plugin", m) },
+		"nested text": func(d *yjs.Doc) { v, _ := d.GetMap("ext").Get("cfg"); v.(*yjs.Map).Set("y", yjs.NewText("new")) },
 	}
 	for _, scope := range []yaps.Scope{yaps.ScopeTasksWrite, yaps.ScopeYapsWrite} {
 		agent := e.actor(owner, yaps.RoleAgent, scope)
-		for name, fn := range cases {
+		for name, fn := range refused {
 			before := state(t, e, owner)
 			up := edits(t, docOf(t, e, owner), fn)[0]
 			requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, agent, up, nil))
 			require.Equal(t, before, state(t, e, owner), "%s %s: something was applied", scope, name)
 		}
+		for name, fn := range compensated {
+			p := newPeer(t, e, agent)
+			require.NoError(t, p.send(fn), "%s %s", scope, name)
+			evs := p.sync()
+			require.Len(t, evs, 2, "%s %s: the update and its compensation", scope, name)
+			require.Equal(t, want, foreign(docOf(t, e, owner)), "%s %s", scope, name)
+			require.Equal(t, want, foreign(p.doc), "%s %s: the agent's doc", scope, name)
+			// The agent's doc is in step: its next edit is accepted.
+			id := "t-" + string(scope[:1]) + name[:3]
+			require.NoError(t, p.send(func(d *yjs.Doc) { createTask(d, id, name) }), "%s %s", scope, name)
+			_, ok := docOf(t, e, owner).GetMap("yaps").Get(id)
+			require.True(t, ok, "%s %s: the agent's next task was lost", scope, name)
+		}
 	}
-	d := docOf(t, e, owner)
-	require.Equal(t, "editor's", d.GetText("notes").String())
-	_, ok := d.GetMap("yaps").Get("t1")
-	require.False(t, ok, "the task of a refused update was kept")
 
-	// The same task alone is the agent's to write; the editor may still
-	// change the roots.
+	// A valid task beside a root insertion: the task is kept, the insertion
+	// undone, in one update and one compensation.
 	agent := e.actor(owner, yaps.RoleAgent)
-	require.NoError(t, e.svc.ApplyUpdate(e.ctx, agent, edits(t, docOf(t, e, owner), createT1("ok"))[0], nil))
-	require.NoError(t, e.svc.ApplyUpdate(e.ctx, editor, edits(t, docOf(t, e, owner), cases["root text"])[0], nil))
+	p := newPeer(t, e, agent)
+	require.NoError(t, p.send(func(d *yjs.Doc) { createT1("ok")(d); d.GetText("notes").Insert(0, "!", nil) }))
+	require.Len(t, p.sync(), 2)
+	got, err := e.svc.GetYap(e.ctx, owner, "t1")
+	require.NoError(t, err)
+	require.Equal(t, "ok", got.Content)
+	require.Equal(t, want, foreign(docOf(t, e, owner)))
+
+	// The editor may still change the roots.
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, editor, edits(t, docOf(t, e, owner), compensated["root text"])[0], nil))
 	require.Equal(t, "agent editor's", docOf(t, e, owner).GetText("notes").String())
+}
+
+// createTask is a sync client's edit that creates an open task.
+func createTask(d *yjs.Doc, id, content string) {
+	m := yjs.NewMap()
+	m.Set("kind", "task")
+	m.Set("status", "open")
+	m.Set("content", yjs.NewText(content))
+	d.GetMap("yaps").Set(id, m)
 }
 
 // state is the whole list document as one update, deletions included.

@@ -201,9 +201,18 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	ymKeys := map[string]bool{} // changed keys of the root map "yaps"
 	ym := d.GetMap(rootYaps)
 	got := false // the update changed the document
+	// An agent's changes outside the schema: what it inserted there, and
+	// whether it deleted anything that was there before.
+	var foreignIns yjs.IDSet
+	foreignDel := false
+	agent := a.Permission.Role == RoleAgent
 	unA := d.OnAfterTransaction(func(tx *yjs.Transaction) {
 		if tx.HasChanges() {
 			got = true
+		}
+		if agent {
+			foreignIns = tx.InsertedUnder(foreignRoot)
+			foreignDel = tx.DeletedUnder(foreignRoot)
 		}
 		for t, keys := range tx.Changed() {
 			changed[t] = true
@@ -248,12 +257,17 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		// the rest when it next syncs (step 2 holds all the server lacks).
 		return Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
 	}
-	if a.Permission.Role == RoleAgent {
+	if agent {
 		// An agent's scope names yap kinds; root types outside the schema
-		// (R9 keeps and relays them) are not in any scope. Their changes
-		// cannot be compensated in general, so the update is refused whole.
+		// (R9 keeps and relays them) are not in any scope. What it inserted
+		// there is deleted again below, like an invalid yap is compensated,
+		// so its Y.Doc stays in step with the list. What it deleted there
+		// cannot be put back in general, so such an update is refused whole.
+		if foreignDel {
+			return Errorf(EFORBIDDEN, "an agent code may only change yaps")
+		}
 		for t := range changed {
-			if name, ok := yjs.RootName(t); !ok || (name != rootYaps && name != rootList) {
+			if _, ok := yjs.RootName(t); !ok {
 				return Errorf(EFORBIDDEN, "an agent code may only change yaps")
 			}
 		}
@@ -387,6 +401,9 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 			}
 		}
 	}
+	if !foreignIns.Empty() {
+		fixes = append(fixes, func() { d.DeleteIDs(foreignIns, nil) })
+	}
 	if len(fixes) == 0 {
 		w.valid = valid
 	}
@@ -399,6 +416,9 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	}
 	return nil
 }
+
+// foreignRoot reports whether a root type is outside the schema of R9.
+func foreignRoot(name string) bool { return name != rootYaps && name != rootList }
 
 // touchGrain is how stale a yap's updatedAt may get under sync edits that
 // do not set it: the server stamps it on the first such edit after

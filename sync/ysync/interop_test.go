@@ -385,6 +385,37 @@ func TestInteropYWebsocket(t *testing.T) {
 		require.Equal(t, "free text", got.Notes)
 	})
 
+	t.Run("an agent's writes outside the schema are undone", func(t *testing.T) {
+		t.Parallel()
+		n := n.with(t)
+		ref, owner := st.newList()
+		agent, _ := st.issue(ref, owner, "agent", "yaps:write")
+		n.connect(st, "x-owner", ref, owner)
+		n.connect(st, "x-agent", ref, agent)
+		n.call("setCustom", map[string]any{"id": "x-agent", "key": "color", "value": "teal", "text": "agent text"}, nil)
+		// The server's compensation empties the roots again on the agent's
+		// own client, which wrote them.
+		n.waitState("x-agent", func(s nodeState) bool {
+			custom, _ := s.Roots["custom"].(map[string]any)
+			return s.Roots["custom"] != nil && len(custom) == 0 && s.Roots["notes"] == ""
+		})
+		var got struct {
+			Custom map[string]any `json:"custom"`
+			Notes  string         `json:"notes"`
+		}
+		n.call("customOf", map[string]any{"id": "x-owner"}, &got)
+		require.Empty(t, got.Custom)
+		require.Empty(t, got.Notes)
+		// The agent's Y.Doc is still in step with the list: its next
+		// write is accepted and reaches the owner and the HTTP API.
+		n.call("createYap", map[string]any{"id": "x-agent", "yapId": "after-x",
+			"fields": map[string]any{"kind": "note"}, "texts": map[string]any{"body": "still here"}}, nil)
+		n.waitState("x-owner", func(s nodeState) bool { return yapOf(s, "after-x")["body"] == "still here" })
+		require.Eventually(t, func() bool { return st.yaps(ref, owner)["after-x"]["body"] == "still here" },
+			10*time.Second, 20*time.Millisecond)
+		require.NotContains(t, string(st.snapshot(ref, owner)), "teal")
+	})
+
 	t.Run("awareness", func(t *testing.T) {
 		t.Parallel()
 		n := n.with(t)

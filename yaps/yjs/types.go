@@ -625,6 +625,11 @@ func RootName(t any) (name string, ok bool) {
 			tb = &u.typeBase
 		}
 	}
+	return rootOf(tb)
+}
+
+// rootOf returns the name of the root type tb belongs to (see RootName).
+func rootOf(tb *typeBase) (string, bool) {
 	for tb != nil && tb.item != nil {
 		tb = tb.item.parent
 	}

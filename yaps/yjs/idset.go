@@ -1,0 +1,82 @@
+package yjs
+
+// IDSet is a set of struct ID ranges, the form of a Yjs delete set. It lets
+// a caller name what one transaction inserted and delete exactly that
+// later, whatever the document merged or split in between.
+type IDSet struct{ ds deleteSet }
+
+// Empty reports whether the set holds no range.
+func (s *IDSet) Empty() bool { return s.ds.empty() }
+
+// InsertedUnder returns the structs this transaction created, and did not
+// delete again, inside root types whose name pick accepts; a nested type's
+// content counts under its root. Structs whose root is unknown (a
+// parent that was garbage collected) are never picked. Call it from
+// OnAfterTransaction.
+func (tx *Transaction) InsertedUnder(pick func(root string) bool) IDSet {
+	var s IDSet
+	for i, e := range tx.touched {
+		if i >= len(tx.afterState) {
+			break
+		}
+		cs := tx.doc.store.clients[e.client]
+		from, to := e.clock, tx.afterState[i].clock
+		if cs == nil || from >= to {
+			continue
+		}
+		for idx := max(cs.findIndex(from), 0); idx < cs.len(); idx++ {
+			it := cs.at(idx)
+			if it.id.clock >= to {
+				break
+			}
+			if it.isGC() || it.deleted() || it.parent == nil {
+				continue
+			}
+			if root, ok := rootOf(it.parent); ok && pick(root) {
+				start := max(it.id.clock, from)
+				s.ds.add(e.client, start, min(it.id.clock+it.length, to)-start)
+			}
+		}
+	}
+	s.ds.sortAndMerge()
+	return s
+}
+
+// DeletedUnder reports whether this transaction deleted a struct that
+// existed before it inside a root type whose name pick accepts, or whose
+// root is unknown. Call it from OnAfterTransaction, before the deleted
+// content is garbage collected.
+func (tx *Transaction) DeletedUnder(pick func(root string) bool) bool {
+	for _, cd := range tx.deleteSet.clients {
+		cs := tx.doc.store.clients[cd.client]
+		before := tx.before(cd.client)
+		for _, r := range cd.dels {
+			end := min(r.clock+r.length, before) // what existed before
+			if cs == nil || r.clock >= end {
+				continue
+			}
+			for idx := max(cs.findIndex(r.clock), 0); idx < cs.len(); idx++ {
+				it := cs.at(idx)
+				if it.id.clock >= end {
+					break
+				}
+				if it.isGC() {
+					continue // collected before this transaction
+				}
+				if root, ok := rootOf(it.parent); !ok || pick(root) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// DeleteIDs deletes the structs of s that the document holds and has not
+// deleted yet, in one transaction (or the running one).
+func (d *Doc) DeleteIDs(s IDSet, origin any) {
+	if s.Empty() {
+		return
+	}
+	d.transact(func(tx *Transaction) { d.applyDeleteSet(tx, &s.ds) }, origin, true)
+}
