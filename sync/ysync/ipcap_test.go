@@ -124,6 +124,28 @@ func TestConnsPerIPReleased(t *testing.T) {
 	require.Equal(t, 0, e.srv.Stats().Conns)
 }
 
+// Leaving twice gives the address slot back once: the other connection of
+// the address still counts.
+func TestConnsPerIPLeaveTwice(t *testing.T) {
+	t.Parallel()
+	e, from := ipEnv(t, Config{MaxConnsPerIP: 2})
+	const ip = "198.51.100.9"
+	dialURL(t, from("L1", ip))
+	dialURL(t, from("L1", ip))
+	rm := e.srv.room("L1")
+	require.Eventually(t, func() bool { return len(*rm.snapshot.Load()) == 2 }, 2*time.Second, 5*time.Millisecond)
+	var gone *conn
+	for _, c := range *rm.snapshot.Load() {
+		gone = c // either one: both are from ip
+	}
+	rm.leave(gone)
+	rm.leave(gone)
+	require.Equal(t, 1, e.perIP("L1")[ip])
+	// One slot came back: one more socket, then the cap.
+	dialURL(t, from("L1", ip))
+	requireIPRefused(t, from("L1", ip))
+}
+
 func TestConnsPerIPConfig(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 64, Config{}.WithDefaults().MaxConnsPerIP)

@@ -114,6 +114,12 @@ func (r *room) join(c *conn) []byte {
 // controlled are gone (clock + 1, state null), as y-websocket servers do.
 func (r *room) leave(c *conn) {
 	r.mu.Lock()
+	if _, ok := r.conns[c]; !ok {
+		// Already left: giving its address slot back twice would lift
+		// the cap for another connection of that address.
+		r.mu.Unlock()
+		return
+	}
 	delete(r.conns, c)
 	r.releaseIPLocked(c.ipKey)
 	r.republishLocked()
