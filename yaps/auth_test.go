@@ -304,8 +304,12 @@ func TestAddressKey(t *testing.T) {
 		"2001:db8:0:0:ffff::9": "2001:db8::/64",
 		"2001:db8:0:1::9":      "2001:db8:0:1::/64",
 		"fe80::1%eth0":         "fe80::/64",
-		"":                     "",
-		"not an address":       "not an address",
+		// Teredo (RFC 4380's example): the client's IPv4, inverted, at the end.
+		"2001:0:4136:e378:8000:63bf:3fff:fdd2": "192.0.2.45",
+		"2001:0:4136:e378:8000:63bf:3fff:fdd3": "192.0.2.44",
+		"2001:1::1":                            "2001:1::/64",
+		"":                                     "",
+		"not an address":                       "not an address",
 	} {
 		require.Equal(t, want, yaps.AddressKey(in), in)
 	}

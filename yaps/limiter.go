@@ -68,10 +68,11 @@ func (Unlimited) Take(context.Context, LimitGroup, LimitClass, string) (LimitRes
 }
 
 // AddressKey is the unit a client address is limited by: an IPv4 address
-// (an IPv4-mapped or NAT64 64:ff9b::/96 IPv6 one too) as itself, an IPv6
-// address by its /64 prefix, because one host or home is normally given a
-// whole /64 and could otherwise take a fresh budget per address. A string
-// that is not an address is returned as it is.
+// as itself (an IPv4-mapped, NAT64 64:ff9b::/96 or Teredo 2001::/32 IPv6
+// address as the IPv4 address it carries), any other IPv6 address by its
+// /64 prefix, because one host or home is normally given a whole /64 and
+// could otherwise take a fresh budget per address. A string that is not an
+// address is returned as it is.
 func AddressKey(ip string) string {
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
@@ -84,10 +85,19 @@ func AddressKey(ip string) string {
 		b := addr.As16()
 		addr = netip.AddrFrom4([4]byte(b[12:]))
 	}
+	if teredo.Contains(addr) {
+		// Every client of one Teredo server shares its /64; the client's
+		// public IPv4 address is the last 32 bits, inverted (RFC 4380).
+		b := addr.As16()
+		addr = netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+	}
 	if addr.Is4() {
 		return addr.String()
 	}
 	return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
 }
 
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	teredo = netip.MustParsePrefix("2001::/32")
+)
