@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -162,25 +161,15 @@ func TestOpenAPI30Valid(t *testing.T) {
 	d30 := fetchDoc(t, e, "openapi-3.0.json")
 	require.Equal(t, "3.0.3", d30["openapi"])
 	only31 := []string{"contentMediaType", "contentEncoding", "const", "prefixItems", "unevaluatedProperties", "$defs", "dependentRequired", "$schema"}
-	var walk func(v any, at string)
-	walk = func(v any, at string) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, x := range v {
-				require.NotContains(t, only31, k, "%s: OpenAPI 3.1 keyword in the 3.0 document", at)
-				if k == "type" && !strings.HasSuffix(at, "/properties") {
-					_, isString := x.(string)
-					require.True(t, isString, "%s: type %v is not a string", at, x)
-				}
-				walk(x, at+"/"+k)
-			}
-		case []any:
-			for i, x := range v {
-				walk(x, fmt.Sprintf("%s/%d", at, i))
+	walkObjects(map[string]any(d30), "#", func(v map[string]any, at string) {
+		for k, x := range v {
+			require.NotContains(t, only31, k, "%s: OpenAPI 3.1 keyword in the 3.0 document", at)
+			if k == "type" && !strings.HasSuffix(at, "/properties") {
+				_, isString := x.(string)
+				require.True(t, isString, "%s: type %v is not a string", at, x)
 			}
 		}
-	}
-	walk(map[string]any(d30), "#")
+	})
 	snap := func(d oaDoc) map[string]any {
 		r := d.op(t, "GET", "/lists/{ref}/snapshot")["responses"].(map[string]any)["200"].(map[string]any)
 		mt, ok := r["content"].(map[string]any)["application/octet-stream"].(map[string]any)
@@ -248,7 +237,7 @@ func TestHostOperationsDocumentProblem(t *testing.T) {
 		return r["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"]
 	}
 	require.Equal(t, problem, errSchema("/host-plain", "default"))
-	require.Equal(t, []int{200, 400, 404, 500}, docStatuses(t, d, "/host-errors"))
+	require.Equal(t, []int{200, 400, 404, 500}, d.statuses(t, "POST", "/host-errors"))
 	for _, status := range []string{"400", "404", "500"} {
 		require.Equal(t, problem, errSchema("/host-errors", status))
 	}
@@ -279,11 +268,6 @@ func TestHostOperationsDocumentProblem(t *testing.T) {
 	require.Contains(t, od.schemas(), "ErrorModel")
 	require.Equal(t, map[string]any{"$ref": "#/components/schemas/ErrorModel"},
 		od.op(t, "POST", "/host-plain")["responses"].(map[string]any)["default"].(map[string]any)["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"])
-}
-
-func docStatuses(t *testing.T, d oaDoc, path string) []int {
-	t.Helper()
-	return d.statuses(t, "POST", path)
 }
 
 // TestPrefixNormalisedLikeService (audit 7 L10): httpapi.Config takes the

@@ -486,7 +486,7 @@ func problemErrors(oapi *huma.OpenAPI, op *huma.Operation) {
 		return
 	}
 	reg := oapi.Components.Schemas
-	problemSchema := reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")
+	ps := problemSchema(reg)
 	humaErr := reflect.TypeOf(huma.NewError(0, ""))
 	for humaErr != nil && humaErr.Kind() == reflect.Pointer {
 		humaErr = humaErr.Elem()
@@ -514,12 +514,18 @@ func problemErrors(oapi *huma.OpenAPI, op *huma.Operation) {
 		n, err := strconv.Atoi(code)
 		if (err == nil && n >= 400) || (code == "default" && isHumaError(r)) {
 			if len(r.Content) == 1 && r.Content[problemMediaType] != nil && r.Content[problemMediaType].Schema != nil &&
-				r.Content[problemMediaType].Schema.Ref == problemSchema.Ref {
+				r.Content[problemMediaType].Schema.Ref == ps.Ref {
 				continue // already ours
 			}
-			r.Content = map[string]*huma.MediaType{problemMediaType: {Schema: problemSchema}}
+			r.Content = map[string]*huma.MediaType{problemMediaType: {Schema: ps}}
 		}
 	}
+}
+
+// problemSchema is the registry's reference to the Problem schema,
+// registering it first if need be.
+func problemSchema(reg huma.Registry) *huma.Schema {
+	return reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")
 }
 
 // dropUnusedHumaErrors removes Huma's ErrorModel and ErrorDetail schemas,
@@ -530,7 +536,7 @@ func dropUnusedHumaErrors(oapi *huma.OpenAPI) {
 		return
 	}
 	reg := oapi.Components.Schemas
-	prefix := strings.TrimSuffix(reg.Schema(reflect.TypeOf(Problem{}), true, "Problem").Ref, "Problem")
+	prefix := strings.TrimSuffix(problemSchema(reg).Ref, "Problem")
 	m := reg.Map()
 	dropped := map[string]*huma.Schema{}
 	for name, t := range map[string]reflect.Type{"ErrorModel": reflect.TypeOf(huma.ErrorModel{}), "ErrorDetail": reflect.TypeOf(huma.ErrorDetail{})} {
@@ -657,11 +663,11 @@ func (d *documenter) op(op huma.Operation, success int, body any, errs ...int) h
 		}
 	}
 	op.Responses[strconv.Itoa(success)] = r
-	problemSchema := d.reg.Schema(reflect.TypeOf(Problem{}), true, "Problem")
+	ps := problemSchema(d.reg)
 	for _, code := range errs {
 		er := &huma.Response{
 			Description: http.StatusText(code),
-			Content:     map[string]*huma.MediaType{problemMediaType: {Schema: problemSchema}},
+			Content:     map[string]*huma.MediaType{problemMediaType: {Schema: ps}},
 		}
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 			er.Headers = map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait", Schema: &huma.Schema{Type: "integer"}}}

@@ -93,15 +93,6 @@ func TestAgentCannotWriteUnknownRoots(t *testing.T) {
 	require.Equal(t, "agent editor's", docOf(t, e, owner).GetText("notes").String())
 }
 
-// createTask is a sync client's edit that creates an open task.
-func createTask(d *yjs.Doc, id, content string) {
-	m := yjs.NewMap()
-	m.Set("kind", "task")
-	m.Set("status", "open")
-	m.Set("content", yjs.NewText(content))
-	d.GetMap("yaps").Set(id, m)
-}
-
 // state is the whole list document as one update, deletions included.
 func state(t *testing.T, e *env, a *yaps.Actor) []byte {
 	t.Helper()

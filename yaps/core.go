@@ -109,13 +109,15 @@ func (s *Service) now() time.Time { return Truncate(s.cfg.Now()) }
 // ERATELIMITED *Error carrying RetryAfter. A failing Limiter (e.g. Redis
 // down) lets the request through and logs a warning.
 func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *Account, a *Actor) (LimitResult, error) {
-	addr := "ip:" + AddressKey(ip)
-	class, key := ClassAnonymous, addr
+	var class LimitClass
+	var key string
 	switch {
 	case acct != nil:
 		class, key = ClassAuthenticated, "acct:"+acct.ID
 	case a != nil && a.List != nil && a.List.AccountID != "":
-		class, key = ClassAuthenticated, "acct:"+a.List.AccountID+"|"+addr
+		class, key = ClassAuthenticated, "acct:"+a.List.AccountID+"|ip:"+AddressKey(ip)
+	default:
+		class, key = ClassAnonymous, "ip:"+AddressKey(ip)
 	}
 	res, err := s.cfg.Limiter.Take(ctx, group, class, key)
 	if err != nil {

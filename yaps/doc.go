@@ -102,11 +102,9 @@
 //   - Idempotency: records are scoped "lists:acct:<id>" or "lists:ip:<ip>"
 //     for POST /lists and "yaps:<ref>" for POST /lists/{ref}/yaps and are
 //     stored in the creating transaction. Their Body is Config.Render of the
-//     first answer (*CreatedList or *Yap). Package httpapi encodes its
-//     first answers with RenderJSON and does not set Render, so with it
-//     Render must stay RenderJSON (the default) or httpapi.Render, the
-//     same encoder; another one makes replays differ from first answers.
-//     A replay returns only the record.
+//     first answer (*CreatedList or *Yap); see Config.Render for which
+//     renderers keep replays identical under httpapi. A replay returns
+//     only the record.
 //   - Permissions can be managed on an archived list; everything that
 //     writes the document is EFORBIDDEN there, except the owner's or an
 //     editor's PATCH that unarchives.

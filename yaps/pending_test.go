@@ -15,12 +15,7 @@ func edits(t *testing.T, d *yjs.Doc, fns ...func(d *yjs.Doc)) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for _, fn := range fns {
-		var u []byte
-		unsub := d.OnUpdate(func(b []byte, _ any) { u = b })
-		d.Transact(func(*yjs.Transaction) { fn(d) }, nil)
-		unsub()
-		require.NotNil(t, u, "the edit changed nothing")
-		out = append(out, u)
+		out = append(out, clientUpdate(t, nil, d, nil, fn).Update)
 	}
 	return out
 }
@@ -44,15 +39,18 @@ func helloWorld(t *testing.T, e *env, a *yaps.Actor) (u1, u2 []byte) {
 	return ups[0], ups[1]
 }
 
+// createTask is a sync client's edit that creates an open task.
+func createTask(d *yjs.Doc, id, content string) {
+	m := yjs.NewMap()
+	m.Set("kind", "task")
+	m.Set("status", "open")
+	m.Set("content", yjs.NewText(content))
+	d.GetMap("yaps").Set(id, m)
+}
+
 // createT1 is a sync client's edit that creates the task "t1" with content.
 func createT1(content string) func(d *yjs.Doc) {
-	return func(d *yjs.Doc) {
-		m := yjs.NewMap()
-		m.Set("kind", "task")
-		m.Set("status", "open")
-		m.Set("content", yjs.NewText(content))
-		d.GetMap("yaps").Set("t1", m)
-	}
+	return func(d *yjs.Doc) { createTask(d, "t1", content) }
 }
 
 // A client update that arrives before one it depends on is refused: not

@@ -76,8 +76,11 @@ func TestDiffText(t *testing.T) {
 	cases := []struct {
 		name     string
 		old, new string
-		want     []E // nil with cost > 0: only check result, cost and pairs
-		cost     int
+		// want nil: the edits are not checked (only that they are
+		// minimal and give new), unless old == new; cost 0 with old !=
+		// new: the cost is not checked either.
+		want []E
+		cost int
 	}{
 		{"both empty", "", "", nil, 0},
 		{"equal", "abc", "abc", nil, 0},
@@ -138,13 +141,7 @@ func TestDiffTextRandom(t *testing.T) {
 		[]rune("abcdefgh😀"),
 	}
 	r := rand.New(rand.NewSource(20240601))
-	gen := func(al []rune, n int) string {
-		s := make([]rune, n)
-		for i := range s {
-			s[i] = al[r.Intn(len(al))]
-		}
-		return string(s)
-	}
+	gen := func(al []rune, n int) string { return randomText(r, al, n) }
 	// mutate derives a related text, so the cases are not all far apart.
 	mutate := func(al []rune, s string) string {
 		rs := []rune(s)
@@ -201,14 +198,7 @@ func textDiff(old, new string) (index, del int, ins string) {
 func TestDiffTextBudget(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewSource(7))
-	random := func(n int, al string) string {
-		rs := []rune(al)
-		var b strings.Builder
-		for range n {
-			b.WriteRune(rs[r.Intn(len(rs))])
-		}
-		return b.String()
-	}
+	random := func(n int, al string) string { return randomText(r, []rune(al), n) }
 	cases := []struct {
 		name, old, new string
 		exact          bool
@@ -308,14 +298,7 @@ func exchangeUpdates(t *testing.T, x, y *yjs.Doc) {
 
 func BenchmarkEditText(b *testing.B) {
 	r := rand.New(rand.NewSource(1))
-	random := func(n int) string {
-		rs := []rune("abcdefghijklmnopqrstuvwxyz       .,\n😀é")
-		var sb strings.Builder
-		for range n {
-			sb.WriteRune(rs[r.Intn(len(rs))])
-		}
-		return sb.String()
-	}
+	random := func(n int) string { return randomText(r, []rune("abcdefghijklmnopqrstuvwxyz       .,\n😀é"), n) }
 	body := random(100_000)
 	cases := []struct{ name, old, new string }{
 		// A PATCH of a 100,000 character note that fixes two typos.
@@ -377,4 +360,13 @@ func TestDiffTextSlide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randomText returns n runes drawn from al by r.
+func randomText(r *rand.Rand, al []rune, n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteRune(al[r.Intn(len(al))])
+	}
+	return b.String()
 }

@@ -23,7 +23,7 @@ const arg = process.argv[2] ?? ''
 const opts = arg.startsWith('{')
   ? JSON.parse(arg)
   : { urls: [arg], count: Number(process.argv[3] ?? 40), frames: Number(process.argv[4] ?? 200) }
-const urls = opts.urls ?? [opts.url]
+const urls = opts.urls ?? []
 const count = opts.count ?? 40
 const frames = opts.frames ?? 200
 if (!urls[0]) throw new Error('usage: node closerace.mjs <url> [count] [frames]')

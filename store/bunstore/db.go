@@ -227,10 +227,7 @@ func (s *Store) queryRow(ctx context.Context, t *wtx, q string, args ...any) row
 func (s *Store) closeStmts() {
 	if !s.pg {
 		s.writeMu.Lock()
-		if s.writer != nil {
-			s.writer.close()
-			s.writer = nil
-		}
+		s.dropWriterLocked()
 		s.writeMu.Unlock()
 	}
 	if m := s.stmts.Swap(nil); m != nil {

@@ -120,7 +120,9 @@ type Config struct {
 	// stays without renewal. Clients renew theirs every 15 s; one that is
 	// not renewed belongs to a process that died without removing it, and
 	// is then no longer given to joiners (clients drop it on their own
-	// after the same time, y-protocols' outdatedTimeout). Default: 30s.
+	// after the same time, y-protocols' outdatedTimeout). It is also how
+	// long an awareness ID stays with its code after its connection left,
+	// so only that code's reconnect takes it back. Default: 30s.
 	AwarenessTimeout time.Duration
 
 	// CloseTimeout is how long, after the server sent its close frame, it

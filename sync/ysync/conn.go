@@ -84,8 +84,8 @@ type conn struct {
 	awIDs map[uint64]struct{}
 }
 
-func newConn(s *Server, rm *room, a *yaps.Actor, code string) *conn {
-	c := &conn{s: s, room: rm, code: code, tokens: float64(s.cfg.MessageBurst), lastFill: time.Now()}
+func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {
+	c := &conn{s: s, room: rm, code: code, ipKey: ipKey, tokens: float64(s.cfg.MessageBurst), lastFill: time.Now()}
 	if a.Permission != nil {
 		c.permID = a.Permission.ID
 	}

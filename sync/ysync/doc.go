@@ -14,10 +14,11 @@
 // On connect the server sends its sync step 1 and, when there are any, the
 // room's awareness states. Every step 1 is answered with a step 2 holding
 // what the client lacks; per connection one answer is encoded at a time,
-// and of the step 1 messages that arrive meanwhile only the latest waits. A client's step 2 and update messages are applied
-// through Service.ApplyUpdates (durable before anything is relayed) by a
-// per-room worker: the updates that arrived, from any connection of the
-// room, while the previous batch was being stored are applied in one
+// and of the step 1 messages that arrive meanwhile only the latest waits.
+// A client's step 2 and update messages are applied through
+// Service.ApplyUpdates (durable before anything is relayed) by a per-room
+// worker: the updates that arrived, from any connection of the room, while
+// the previous batch was being stored are applied in one
 // write, each validated on its own, and a connection's own updates in a
 // batch are merged first (yjs.MergeUpdates). The applied updates come back
 // as yaps.EventDocUpdates and are relayed to every connection of the room,
@@ -40,14 +41,16 @@
 // Awareness updates are validated (size, entry count, JSON states, JS-safe
 // integers), applied with the y-protocols clock rules to the room's state
 // table (at most MaxAwarenessRoomBytes of states per room; a message that
-// would pass it is refused with 4400), and the accepted entries are relayed to every connection of the
-// room, the sender included, and handed to the Broadcaster for other
-// processes. Joiners and query-awareness answers share one frame with the
-// whole table, built again only after the table changed. The IDs a connection set are removed (clock + 1, state null)
-// when it disconnects. An ID set by a live connection can be changed by
-// another connection only if that one has the same code (a reconnect);
-// entries for it from connections with other codes are dropped (clients
-// re-send the states of others, so the sender is not closed).
+// would pass it is refused with 4400), and the accepted entries are
+// relayed to every connection of the room, the sender included, and handed
+// to the Broadcaster for other processes. Joiners and query-awareness
+// answers share one frame with the whole table, built again only after the
+// table changed. The IDs a connection set are removed (clock + 1, state
+// null) when it disconnects. An ID set by a connection that is live, or
+// left less than AwarenessTimeout ago, can be changed by another
+// connection only if that one has the same code (a reconnect); entries for
+// it from connections with other codes are dropped (clients re-send the
+// states of others, so the sender is not closed).
 //
 // # Several processes
 //

@@ -77,7 +77,7 @@ func TestAwarenessRoomCap(t *testing.T) {
 	require.Len(t, awarenessMap(t, a.nextOf(MsgAwareness)), 2, "nothing of the refused message applied")
 
 	// A removal frees its bytes.
-	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 2, Clock: 2, State: "null"}})))
+	sendAwareness(a, AwarenessEntry{ClientID: 2, Clock: 2, State: "null"})
 	a.nextOf(MsgAwareness)
 	c := e.dial(t, "L1", "viewer")
 	require.Len(t, awarenessMap(t, c.nextOf(MsgAwareness)), 1) // on join
@@ -154,10 +154,8 @@ func TestCloseCodeReachesSendingClient(t *testing.T) {
 		"too big":                {0, make([]byte, 1<<20), websocket.CloseMessageTooBig},
 	} {
 		for i := 0; i < 3; i++ {
-			ws, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "owner"), nil)
-			require.NoError(t, err)
-			resp.Body.Close()
-			t.Cleanup(func() { ws.Close() })
+			c, _ := dialRaw(t, e.url("L1", "owner")) // no start: the loop below reads
+			ws := c.ws
 			go func() {
 				for j := 0; j < tc.before; j++ {
 					if ws.WriteMessage(websocket.BinaryMessage, junk) != nil {
@@ -183,7 +181,7 @@ func TestCloseCodeReachesSendingClient(t *testing.T) {
 			// The server closes its side once it has our close frame (after
 			// a frame over the limit: once CloseTimeout passed): an orderly
 			// end of stream, not a reset.
-			_, err = ws.UnderlyingConn().Read(make([]byte, 1))
+			_, err := ws.UnderlyingConn().Read(make([]byte, 1))
 			require.ErrorIs(t, err, io.EOF, "%s #%d", name, i)
 		}
 	}

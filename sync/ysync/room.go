@@ -199,10 +199,11 @@ func (r *room) unload() {
 // accepted entries to every connection, the sender included. from is nil
 // for updates from other processes, which are not published again.
 //
-// A connection may not change a client ID that a live connection
-// authenticated with another permission owns (see awState.heldFrom): such
-// an entry, state or null, is dropped without closing the sender, since
-// y-websocket clients re-send the states of other clients they received.
+// A connection may not change a client ID that a connection authenticated
+// with another permission owns, or owned until less than AwarenessTimeout
+// ago (see awState.heldFrom): such an entry, state or null, is dropped
+// without closing the sender, since y-websocket clients re-send the states
+// of other clients they received.
 func (r *room) applyAwareness(from *conn, payload []byte) error {
 	entries, err := DecodeAwareness(payload, AwarenessLimits{
 		MaxEntries:    r.s.cfg.MaxAwarenessEntries,
@@ -325,11 +326,11 @@ func (st *awState) accepts(e AwarenessEntry) bool {
 
 // heldFrom reports whether from may not take st: its owner, a connection
 // of this process, is authenticated with another permission (another
-// code) and is live, or left less than AwarenessTimeout ago. Ownership moves only between connections of the
-// same code, the reconnect of a client whose old socket is not yet noticed
-// dead or already closed; a connection of another code sending a newer
-// clock (or a null) for the ID would be hijacking another client's
-// presence. Other IDs, and updates from other processes (from nil), are
+// code) and is live, or left less than AwarenessTimeout ago. Ownership
+// moves only between connections of the same code, the reconnect of a
+// client whose old socket is not yet noticed dead or already closed; a
+// connection of another code sending a newer clock (or a null) for the ID
+// would be hijacking another client's presence. Other IDs, and updates from other processes (from nil), are
 // not held.
 func (st *awState) heldFrom(from *conn) bool {
 	if from == nil || st == nil {

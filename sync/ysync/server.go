@@ -278,8 +278,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeServiceError(w, r, err)
 		return
 	}
-	c := newConn(s, rm, actor, code)
-	c.ipKey = key
+	c := newConn(s, rm, actor, code, key)
 	// Our step 1 is computed here, on the short-lived request goroutine
 	// (loading a document can grow a stack a lot). Computing it before the
 	// connection joins the room loses nothing: the client's own step 1 is
@@ -444,7 +443,7 @@ func (s *Server) admit(ref, ipKey string) (*room, error) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if rm.perIP[ipKey] >= s.cfg.MaxConnsPerIP {
-		return nil, &yaps.Error{Code: yaps.ERATELIMITED, Message: "too many connections to this list from your address; retry later", RetryAfter: 5 * time.Second}
+		return nil, yaps.Errorf(yaps.ERATELIMITED, "too many connections to this list from your address; retry later")
 	}
 	if len(rm.conns)+rm.pending >= s.cfg.MaxConnsPerRoom {
 		return nil, yaps.Errorf(yaps.EUNAVAILABLE, "too many connections to this list; retry later")

@@ -398,10 +398,8 @@ func TestAwareness(t *testing.T) {
 
 func awarenessMap(t *testing.T, m Message) map[uint64]string {
 	t.Helper()
-	entries, err := DecodeAwareness(m.Payload, AwarenessLimits{})
-	require.NoError(t, err)
 	out := map[uint64]string{}
-	for _, e := range entries {
+	for _, e := range decodeAw(t, m) {
 		out[e.ClientID] = e.State
 	}
 	return out

@@ -92,7 +92,6 @@ func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
 	return k
 }
 
-// shutdown stops the server as `yaps serve` does on SIGTERM.
 // waitReadOnly waits until every connection of ref's room on s is
 // read-only (an archive reached them).
 func (s *stack) waitReadOnly(ref string, within time.Duration) {
@@ -107,6 +106,7 @@ func (s *stack) waitReadOnly(ref string, within time.Duration) {
 	}, within, 10*time.Millisecond)
 }
 
+// shutdown stops the server as `yaps serve` does on SIGTERM.
 func (s *stack) shutdown() { s.stopOnce.Do(s.stop) }
 
 // do sends a JSON request to the HTTP API and decodes the JSON answer.

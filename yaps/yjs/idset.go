@@ -29,7 +29,7 @@ func (tx *Transaction) InsertedUnder(pick func(root string) bool) IDSet {
 			if it.id.clock >= to {
 				break
 			}
-			if it.isGC() || it.deleted() || it.parent == nil {
+			if it.deleted() { // GC structs too; a nil parent fails rootOf
 				continue
 			}
 			if root, ok := rootOf(it.parent); ok && pick(root) {

@@ -254,13 +254,7 @@ func (tx *Transaction) Changed() map[any][]any {
 
 // ChangedKeys returns the changed keys of type t (see Changed), or nil.
 func (tx *Transaction) ChangedKeys(t any) []any {
-	tb := asTypeBase(t)
-	if tb == nil {
-		if u, ok := t.(*unknownType); ok {
-			tb = &u.typeBase
-		}
-	}
-	if cs := tx.changeSetOf(tb); cs != nil && !cs.removed {
+	if cs := tx.changeSetOf(publicTypeBase(t)); cs != nil && !cs.removed {
 		return cs.list()
 	}
 	return nil

@@ -324,6 +324,18 @@ func asTypeBase(v any) *typeBase {
 	return nil
 }
 
+// publicTypeBase is asTypeBase that also accepts the *unknownType a
+// transaction reports for a root not yet given a type (see Changed).
+func publicTypeBase(t any) *typeBase {
+	if tb := asTypeBase(t); tb != nil {
+		return tb
+	}
+	if u, ok := t.(*unknownType); ok {
+		return &u.typeBase
+	}
+	return nil
+}
+
 // listInsertAfter inserts values after ref, packing JSON-like values into
 // one ContentAny like Yjs typeListInsertGenericsAfter.
 func (t *typeBase) listInsertAfter(tx *Transaction, ref *item, values []any) error {
@@ -619,13 +631,7 @@ func nonFiniteToNil(v any) any {
 // ok is false for a type not (or no longer) reachable from a root: a
 // prelim type, or one whose parent was garbage collected.
 func RootName(t any) (name string, ok bool) {
-	tb := asTypeBase(t)
-	if tb == nil {
-		if u, isUnknown := t.(*unknownType); isUnknown {
-			tb = &u.typeBase
-		}
-	}
-	return rootOf(tb)
+	return rootOf(publicTypeBase(t))
 }
 
 // rootOf returns the name of the root type tb belongs to (see RootName).

@@ -486,13 +486,15 @@ func ParseUpdateMeta(update []byte) (from, to map[uint64]uint64, err error) {
 		return nil, nil, err
 	}
 	from, to = map[uint64]uint64{}, map[uint64]uint64{}
-	for r := newStructReader(du, false); r.curr != nil; r.next() {
-		it := r.curr.it
-		client := it.id.client
-		if _, seen := from[client]; !seen {
-			from[client] = uint64(it.id.clock)
+	// readClientsStructRefs refuses a repeated client, so each client's
+	// structs are one block, in clock order.
+	for _, b := range du.blocks {
+		if len(b.refs) == 0 {
+			continue
 		}
-		to[client] = uint64(it.id.clock + it.length)
+		first, last := b.refs[0].it, b.refs[len(b.refs)-1].it
+		from[b.client] = uint64(first.id.clock)
+		to[b.client] = uint64(last.id.clock + last.length)
 	}
 	return from, to, nil
 }
