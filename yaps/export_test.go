@@ -5,3 +5,6 @@ func WriteAheads(s *Service) int64 { return s.writeAheads.Load() }
 
 // PreparedWrites reports how many of them a yaps.PreparedWriter applied.
 func PreparedWrites(s *Service) int64 { return s.prepared.Load() }
+
+// DocLoads reports how many times s read a list document from its store.
+func DocLoads(s *Service) int64 { return s.loads.Load() }

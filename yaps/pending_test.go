@@ -101,6 +101,39 @@ func TestOutOfOrderUpdatesAreRefused(t *testing.T) {
 	}
 }
 
+// Such an update is refused before it touches the document, so the cached
+// document stays: a client whose earlier update was refused sends only
+// such updates until it resyncs, and none of them reloads the document,
+// alone or in a batch, where the other clients' updates still apply.
+func TestPendingRefusalKeepsTheCachedDocument(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.list()
+	ref := a.List.Ref
+	u1, u2 := helloWorld(t, e, a)
+	other := clientUpdate(t, a, docOf(t, e, a), nil, func(d *yjs.Doc) { createTask(d, "t2", "other") })
+	loads := yaps.DocLoads(e.svc)
+	seq := docVersion(t, e, ref)
+	for range 3 {
+		requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
+	}
+	require.Equal(t, seq, docVersion(t, e, ref), "nothing stored")
+	errs := e.svc.ApplyUpdates(e.ctx, ref, []yaps.ClientUpdate{other, {Actor: a, Update: u2}})
+	require.Len(t, errs, 2)
+	require.NoError(t, errs[0], "the other client's update applies")
+	requireCode(t, yaps.EFORBIDDEN, errs[1])
+	require.Equal(t, loads, yaps.DocLoads(e.svc), "the document was never reloaded")
+
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u1, nil))
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, u2, nil))
+	for id, want := range map[string]string{"t1": "hello WORLD", "t2": "other"} {
+		y, err := e.svc.GetYap(e.ctx, a, id)
+		require.NoError(t, err)
+		require.Equal(t, want, y.Content)
+	}
+	require.Equal(t, loads, yaps.DocLoads(e.svc))
+}
+
 // A deletion of something the server does not have (Yjs would keep it in
 // the pending delete set) is refused the same way.
 func TestPendingDeletionIsRefused(t *testing.T) {

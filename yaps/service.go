@@ -145,6 +145,7 @@ type Service struct {
 
 	writeAheads atomic.Int64 // writes prepared before their transaction (writeahead.go)
 	prepared    atomic.Int64 // of which a PreparedWriter store applied
+	loads       atomic.Int64 // documents read from the store into the cache
 
 	subMu  sync.RWMutex
 	subs   map[int]func(Event)

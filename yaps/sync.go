@@ -1,7 +1,6 @@
 package yaps
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -115,7 +114,8 @@ type ClientUpdate struct {
 // applied. When the batch as a whole fails (a malformed update, a revoked
 // code, an archive meanwhile, an update over a document limit), nothing of
 // it is written and each update is applied alone, so every error is that
-// update's own.
+// update's own. An update refused because it depends on changes the
+// document does not have is refused alone: nothing of it was applied.
 func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpdate) []error {
 	errs := make([]error, len(ups))
 	var ok []int
@@ -141,20 +141,31 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		actors[j] = ups[i].Actor
 	}
 	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
+	refused := make([]error, len(ups))
 	err := s.writeAs(ctx, ref, actors, func(w *writeOp) error {
 		if err := writable(&w.list); err != nil {
 			return err
 		}
 		w.batch = &batchView{yaps: map[string]*Yap{}}
+		clear(refused) // fn may run again (write ahead, then in the transaction)
 		for _, i := range ok {
 			w.actor = ups[i].Actor
-			if err := w.applyClientUpdate(ups[i].Update, ups[i].Origin); err != nil {
+			err := w.applyClientUpdate(ups[i].Update, ups[i].Origin)
+			if err == errDependsOnMissing {
+				refused[i] = err // untouched: the others still stand
+				continue
+			}
+			if err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err == nil {
+		for _, i := range ok {
+			errs[i] = refused[i]
+		}
+	} else {
 		for _, i := range ok {
 			u := ups[i]
 			errs[i] = s.ApplyUpdate(ctx, u.Actor, u.Update, u.Origin)
@@ -174,6 +185,10 @@ func checkClientWrite(a *Actor) error {
 	}
 	return writable(a.List)
 }
+
+// errDependsOnMissing refuses an update that would not integrate whole;
+// nothing of it was applied (ApplyUpdates goes on with the rest).
+var errDependsOnMissing = Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
 
 func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	a, d, e := w.actor, w.doc, w.e
@@ -227,35 +242,35 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	})
 	wasDirty := w.dirty // an earlier update of a batch may have changed d
 	w.dirty = true
-	pendS, pendD := d.Pending()
 	var clock0 uint64
 	if w.limits {
 		w.sync = true // checkLimits: growth is what the clients' updates insert
 		clock0 = d.ClockSum()
 	}
-	err := d.ApplyUpdate(update, origin)
+	// An update that depends on changes this document does not have (Yjs
+	// would integrate what it can and keep the rest pending) is refused
+	// before anything of it is applied. It is refused, not kept: its
+	// effect would only be known, and checked, when someone else's update
+	// completed it, under that update's role (an agent could plant an edit
+	// of a note), and data that never integrates could fill the document
+	// to its size limit for good. Clients of this server only depend on
+	// what it relayed them; one that lost an update sends it again with the
+	// rest when it next syncs (step 2 holds all the server lacks). Refusing
+	// it untouched keeps the cached document: a client whose earlier update
+	// was refused sends only such updates until it resyncs, and each would
+	// otherwise cost a reload of the document.
+	applied, err := d.ApplyUpdateWhole(update, origin)
 	unA()
 	if err != nil {
 		return Errorf(EINVALID, "the document update is malformed")
 	}
-	nowS, nowD := d.Pending()
-	samePending := bytes.Equal(pendS, nowS) && bytes.Equal(pendD, nowD)
-	if !got && samePending {
-		// A duplicate: nothing integrated and the pending sets are as
-		// they were.
+	if !applied {
 		w.dirty = wasDirty
-		return nil
+		return errDependsOnMissing
 	}
-	if !samePending && len(nowS)+len(nowD) > 0 {
-		// Some of it waits for changes this document does not have (Yjs
-		// keeps them pending). It is refused, not kept: its effect would
-		// only be known, and checked, when someone else's update completed
-		// it, under that update's role (an agent could plant an edit of a
-		// note), and data that never integrates could fill the document to
-		// its size limit for good. Clients of this server only depend on
-		// what it relayed them; one that lost an update sends it again with
-		// the rest when it next syncs (step 2 holds all the server lacks).
-		return Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
+	if !got {
+		w.dirty = wasDirty // a duplicate: nothing integrated
+		return nil
 	}
 	if agent {
 		// An agent's scope names yap kinds; root types outside the schema

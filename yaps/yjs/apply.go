@@ -11,11 +11,178 @@ import (
 // missing updates arrive. Malformed input returns an error wrapping
 // ErrMalformed or ErrUnexpectedEOF; input that fails to decode leaves the
 // document unchanged.
-func (d *Doc) ApplyUpdate(update []byte, origin any) (err error) {
+func (d *Doc) ApplyUpdate(update []byte, origin any) error {
 	du, err := decodeUpdate(update)
 	if err != nil {
 		return err
 	}
+	return d.applyUpdate(du, origin)
+}
+
+// ApplyUpdateWhole applies update only if all of it integrates now: every
+// struct's dependencies are in d or in the update, and every delete names
+// structs that d or the update holds. Otherwise it leaves d unchanged and
+// reports false, where ApplyUpdate would integrate what it can and keep
+// the rest pending. A duplicate applies (and changes nothing). Malformed
+// input is an error, as for ApplyUpdate.
+func (d *Doc) ApplyUpdateWhole(update []byte, origin any) (applied bool, err error) {
+	du, err := decodeUpdate(update)
+	if err != nil {
+		return false, err
+	}
+	if !d.integrable(du) {
+		return false, nil
+	}
+	return true, d.applyUpdate(du, origin)
+}
+
+// integrable reports whether all of du would integrate into d now. It
+// plays integrateStructs forward on clocks alone, one struct at a time: a
+// struct integrates once its own client has reached its clock and its
+// origins and parent are known. A struct waiting on another client of du
+// has that client's next struct taken first, then is tried again (a
+// stack, as in integrateStructs). It waits for good when its own client
+// has a gap, or what it waits on is not in du, is used up, or is on the
+// stack, waiting on it in turn. Then ApplyUpdate would keep it pending
+// (checked against ApplyUpdate by TestApplyUpdateWhole).
+func (d *Doc) integrable(du *decodedUpdate) bool {
+	ck := integrableCheck{store: &d.store, blocks: du.blocks}
+	var buf [4]blockProgress // most updates hold one or two clients
+	if len(du.blocks) <= len(buf) {
+		ck.progress = buf[:len(du.blocks)]
+	} else {
+		ck.progress = make([]blockProgress, len(du.blocks))
+		ck.byClient = make(map[uint64]int, len(du.blocks))
+		for i, b := range du.blocks {
+			ck.byClient[b.client] = i
+		}
+	}
+	var stack []int
+	for start, b := range ck.blocks {
+		if ck.find(b.client) != start {
+			continue // a client repeated in an update counts once, by its last block, as in integrateStructs
+		}
+		stack = append(stack[:0], start)
+		ck.progress[start].onStack = true
+		for len(stack) > 0 {
+			top := stack[len(stack)-1]
+			result, waits := ck.step(top)
+			switch result {
+			case stepStuck:
+				return false
+			case stepUsedUp:
+				stack = stack[:len(stack)-1]
+				ck.progress[top].onStack = false
+			case stepMoved:
+				if len(stack) > 1 { // the struct below waited for this one: try it again
+					stack = stack[:len(stack)-1]
+					ck.progress[top].onStack = false
+				}
+			case stepWaiting:
+				wi := ck.find(waits)
+				if wi < 0 || ck.progress[wi].onStack || ck.progress[wi].next == len(ck.blocks[wi].refs) {
+					return false
+				}
+				stack = append(stack, wi)
+				ck.progress[wi].onStack = true
+			}
+		}
+	}
+	for _, cd := range du.ds.clients {
+		for _, r := range cd.dels {
+			if r.length > 0 && r.clock+r.length > ck.state(cd.client) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// integrableCheck is the state of integrable.
+type integrableCheck struct {
+	store    *structStore
+	blocks   []*clientRefs
+	byClient map[uint64]int // block of each client, for big updates
+	progress []blockProgress
+}
+
+// blockProgress is how far integrable got through one block.
+type blockProgress struct {
+	next    int  // index of the next struct
+	reached int  // clock the block's structs reached
+	onStack bool // a struct further up the stack waits for it
+}
+
+const (
+	stepMoved = iota
+	stepUsedUp
+	stepWaiting
+	stepStuck
+)
+
+// find returns the block of client c (the last one), -1 for none.
+func (ck *integrableCheck) find(c uint64) int {
+	if ck.byClient != nil {
+		if i, ok := ck.byClient[c]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := len(ck.blocks) - 1; i >= 0; i-- {
+		if ck.blocks[i].client == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// state is c's clock in the store with the structs of du taken so far.
+func (ck *integrableCheck) state(c uint64) int {
+	s := ck.store.getState(c)
+	if i := ck.find(c); i >= 0 && ck.progress[i].reached > s {
+		return ck.progress[i].reached
+	}
+	return s
+}
+
+// step takes block bi's next struct: it integrates (or is skipped), or
+// waits on client waits, or is stuck for good on a gap in its clocks.
+func (ck *integrableCheck) step(bi int) (result int, waits uint64) {
+	b, p := ck.blocks[bi], &ck.progress[bi]
+	if p.next == len(b.refs) {
+		return stepUsedUp, 0
+	}
+	r := &b.refs[p.next]
+	if it := r.it; it.content.kind != kindSkip {
+		c := it.id.client
+		offset := ck.state(c) - it.id.clock
+		if offset < 0 {
+			return stepStuck, 0
+		}
+		if offset < it.length && !it.isGC() {
+			if it.hasOrigin() && !ck.known(it.origin, c) {
+				return stepWaiting, it.origin.client
+			}
+			if it.hasRightOrigin() && !ck.known(it.rightOrigin, c) {
+				return stepWaiting, it.rightOrigin.client
+			}
+			if r.pr.kind == parentByID && !ck.known(r.pr.id, c) {
+				return stepWaiting, r.pr.id.client
+			}
+		}
+		p.reached = max(p.reached, it.id.clock+it.length)
+	}
+	p.next++
+	return stepMoved, 0
+}
+
+// known reports whether struct ref, referred to by a struct of client
+// self, is there (a client's own earlier structs always are).
+func (ck *integrableCheck) known(ref id, self uint64) bool {
+	return ref.client == self || ref.clock < ck.state(ref.client)
+}
+
+func (d *Doc) applyUpdate(du *decodedUpdate, origin any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: update could not be integrated: %v", ErrMalformed, r)

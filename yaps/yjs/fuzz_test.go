@@ -61,8 +61,9 @@ func fuzzDocState(d *yjs.Doc) (any, map[uint64]uint64) {
 	return iopCanon(d.ToJSON()), d.StateVector()
 }
 
-// FuzzApplyUpdate: applying arbitrary bytes never panics or hangs; when an
-// update applies, the document re-encodes, and the re-encoding applies to a
+// FuzzApplyUpdate: applying arbitrary bytes never panics or hangs;
+// ApplyUpdateWhole applies it exactly when ApplyUpdate leaves nothing
+// pending; when an update applies, the document re-encodes, and the re-encoding applies to a
 // fresh document with the same state vector and, unless structs are pending,
 // the same content. (With pending structs real Yjs itself integrates the
 // re-encoding differently: see testdata/fuzz/FuzzApplyUpdate/2b69d672daf4bb93,
@@ -79,12 +80,22 @@ func FuzzApplyUpdate(f *testing.F) {
 			return
 		}
 		d := yjs.NewDoc(yjs.WithClientID(1))
+		w := yjs.NewDoc(yjs.WithClientID(1))
+		applied, _ := w.ApplyUpdateWhole(data, nil)
 		if err := d.ApplyUpdate(data, nil); err != nil {
 			// a rejected update must leave a usable document
 			_, err := d.EncodeStateAsUpdate(nil)
 			require.NoError(t, err, "EncodeStateAsUpdate after a rejected update")
 			_ = d.ToJSON()
+			require.False(t, applied, "ApplyUpdateWhole applied an update ApplyUpdate rejects")
 			return
+		}
+		// ApplyUpdateWhole applies exactly what integrates with nothing
+		// pending, and otherwise changes nothing.
+		ps, pds := d.Pending()
+		require.Equal(t, len(ps)+len(pds) == 0, applied, "ApplyUpdateWhole against ApplyUpdate's pending sets")
+		if !applied {
+			require.Empty(t, w.StateVector(), "a refused update changes nothing")
 		}
 		json1, sv1 := fuzzDocState(d)
 		pending := hasPending(t, d, data)
