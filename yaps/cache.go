@@ -39,7 +39,8 @@ type docEntry struct {
 	pins       int
 	watchUntil time.Time // sync interest: poll the store for other processes' writes
 	lastUsed   time.Time
-	elem       *list.Element
+	elem       *list.Element // on onList; nil while a user or a pin holds the entry
+	onList     *list.List    // docCache.lru or docCache.watchedIdle
 }
 
 // docStructMemory estimates the heap a loaded document holds per struct:
@@ -47,21 +48,65 @@ type docEntry struct {
 // struct for the yaps' small maps of short values.
 const docStructMemory = 256
 
-// docCache maps list refs to live documents. Entries not in use and not
-// pinned are evicted when the cache is over its size or its memory
-// (maxMemory, if positive), or idle too long.
+// docCache maps list refs to live documents. Entries not in use, not
+// pinned and not watched are evicted when the cache is over its size or
+// its memory (maxMemory, if positive), or idle too long.
+//
+// Only entries nobody holds (no user, no pin) are on the eviction lists, so
+// a cache kept over its bounds by open rooms and requests in flight finds
+// nothing to evict at once, instead of walking every entry on every
+// acquire and release. A watched entry the eviction passes over moves to
+// watchedIdle, and back to lru when an idle pass finds its watch over.
 type docCache struct {
-	mu        sync.Mutex
-	entries   map[string]*docEntry
-	lru       *list.List // front: most recently used
-	max       int
-	maxMemory int64
-	memory    int64 // sum of the entries' memory
-	idle      time.Duration
+	mu          sync.Mutex
+	entries     map[string]*docEntry
+	lru         *list.List // entries nobody holds; front: most recently released
+	watchedIdle *list.List // entries nobody holds that sync watched when last looked at
+	max         int
+	maxMemory   int64
+	memory      int64 // sum of the entries' memory
+	idle        time.Duration
+	examined    int64 // entries the eviction looked at (tests)
 }
 
 func newDocCache(max int, maxMemory int64, idle time.Duration) *docCache {
-	return &docCache{entries: map[string]*docEntry{}, lru: list.New(), max: max, maxMemory: maxMemory, idle: idle}
+	return &docCache{entries: map[string]*docEntry{}, lru: list.New(), watchedIdle: list.New(), max: max, maxMemory: maxMemory, idle: idle}
+}
+
+// hold takes e off the eviction lists: a user or a pin now holds it.
+func (c *docCache) hold(e *docEntry) {
+	if e.elem != nil {
+		e.onList.Remove(e.elem)
+		e.elem, e.onList = nil, nil
+	}
+}
+
+// unheld puts e on lru once nobody holds it: at the front when released
+// after use, at the back when unpinned (a closed room's document is as old
+// as its last use, and sync's watch protects one used lately).
+func (c *docCache) unheld(e *docEntry, front bool) {
+	if e.users > 0 || e.pins > 0 || e.elem != nil {
+		return
+	}
+	if front {
+		e.elem = c.lru.PushFront(e)
+	} else {
+		e.elem = c.lru.PushBack(e)
+	}
+	e.onList = c.lru
+}
+
+// move puts e, on one of the lists, at the front of l.
+func (c *docCache) move(e *docEntry, l *list.List) {
+	e.onList.Remove(e.elem)
+	e.elem, e.onList = l.PushFront(e), l
+}
+
+// remove evicts e, which nobody holds.
+func (c *docCache) remove(e *docEntry) {
+	c.hold(e)
+	delete(c.entries, e.ref)
+	c.memory -= e.memory
 }
 
 // memoryEstimate is the entry's document memory for docCache. mu must be
@@ -80,10 +125,8 @@ func (c *docCache) acquire(ref string) *docEntry {
 	if e == nil {
 		e = &docEntry{ref: ref}
 		c.entries[ref] = e
-		e.elem = c.lru.PushFront(e)
-	} else {
-		c.lru.MoveToFront(e.elem)
 	}
+	c.hold(e)
 	e.users++
 	c.evictLocked(time.Now(), false)
 	c.mu.Unlock()
@@ -99,6 +142,7 @@ func (c *docCache) release(e *docEntry) {
 	e.lastUsed = time.Now()
 	c.memory += memory - e.memory
 	e.memory = memory
+	c.unheld(e, true)
 	c.evictLocked(e.lastUsed, false)
 	c.mu.Unlock()
 }
@@ -110,8 +154,8 @@ func (c *docCache) pin(ref string) (unpin func()) {
 	if e == nil {
 		e = &docEntry{ref: ref, lastUsed: time.Now()}
 		c.entries[ref] = e
-		e.elem = c.lru.PushFront(e)
 	}
+	c.hold(e)
 	e.pins++
 	c.mu.Unlock()
 	var once sync.Once
@@ -120,32 +164,51 @@ func (c *docCache) pin(ref string) (unpin func()) {
 			c.mu.Lock()
 			e.pins--
 			e.lastUsed = time.Now()
+			c.unheld(e, false)
 			c.mu.Unlock()
 		})
 	}
 }
 
-// evictLocked drops unused, unpinned entries: the least recently used ones
-// while the cache is over its size, and (idleToo) every one idle too long.
+// evictLocked drops entries nobody holds and sync does not watch: the
+// least recently released ones while the cache is over its size or memory,
+// and (idleToo) every one idle too long. Each entry it looks at is evicted
+// or moved to watchedIdle, so a call costs in proportion to what it
+// changes; an idle pass walks both lists.
 func (c *docCache) evictLocked(now time.Time, idleToo bool) {
-	for el := c.lru.Back(); el != nil; {
-		prev := el.Prev()
-		e := el.Value.(*docEntry)
-		over := len(c.entries) > c.max || c.maxMemory > 0 && c.memory > c.maxMemory
-		idle := idleToo && now.Sub(e.lastUsed) > c.idle
-		if !over && !idle {
-			if !idleToo {
-				return
+	watched := func(e *docEntry) bool { return now.Before(e.watchUntil) }
+	if idleToo {
+		for el := c.watchedIdle.Front(); el != nil; {
+			next := el.Next()
+			if e := el.Value.(*docEntry); !watched(e) {
+				c.hold(e)
+				c.unheld(e, false)
 			}
-			el = prev
-			continue
+			el = next
 		}
-		if e.users == 0 && e.pins == 0 && !now.Before(e.watchUntil) {
-			c.lru.Remove(el)
-			delete(c.entries, e.ref)
-			c.memory -= e.memory
+		for el := c.lru.Front(); el != nil; {
+			next := el.Next()
+			e := el.Value.(*docEntry)
+			switch {
+			case watched(e):
+				c.move(e, c.watchedIdle)
+			case now.Sub(e.lastUsed) > c.idle:
+				c.remove(e)
+			}
+			el = next
 		}
-		el = prev
+	}
+	for len(c.entries) > c.max || c.maxMemory > 0 && c.memory > c.maxMemory {
+		el := c.lru.Back()
+		if el == nil {
+			return
+		}
+		c.examined++
+		if e := el.Value.(*docEntry); watched(e) {
+			c.move(e, c.watchedIdle)
+		} else {
+			c.remove(e)
+		}
 	}
 }
 
@@ -198,7 +261,7 @@ func (c *docCache) acquireWatched(ref string) *docEntry {
 		c.mu.Unlock()
 		return nil
 	}
-	c.lru.MoveToFront(e.elem)
+	c.hold(e)
 	e.users++
 	c.mu.Unlock()
 	e.mu.Lock()

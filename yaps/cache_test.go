@@ -95,3 +95,67 @@ func TestDocCacheMemory(t *testing.T) {
 	}
 	require.Len(t, unbounded.entries, 10)
 }
+
+// Entries held by a pin, a user or sync's watch are never evicted, and a
+// cache kept over its bounds by them does not look at them again on every
+// acquire and release: each step of an eviction evicts an entry or sets a
+// watched one aside until its watch is over.
+func TestDocCacheHeldEntriesAreNotRescanned(t *testing.T) {
+	t.Parallel()
+	c := newDocCache(2, -1, time.Hour)
+	present := func(refs ...string) {
+		t.Helper()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, ref := range refs {
+			require.Contains(t, c.entries, ref)
+		}
+	}
+	var pinned, watched []string
+	var unpins []func()
+	for i := range 100 {
+		ref := fmt.Sprint("pinned", i)
+		pinned = append(pinned, ref)
+		unpins = append(unpins, c.pin(ref))
+	}
+	held := c.acquire("held")
+	for i := range 100 {
+		ref := fmt.Sprint("watched", i)
+		watched = append(watched, ref)
+		e := c.acquire(ref)
+		c.watch(ref, time.Hour)
+		c.release(e) // over the size: set aside once
+	}
+	require.EqualValues(t, 100, c.examined)
+	for range 50 {
+		e := c.acquire("x")
+		c.release(e) // the one entry nobody holds: evicted
+	}
+	require.EqualValues(t, 150, c.examined, "held and watched entries were looked at again")
+	present(pinned...)
+	present(watched...)
+	present("held")
+	require.NotContains(t, c.entries, "x")
+
+	// Once their watch is over, watched entries go like any other.
+	c.mu.Lock()
+	c.evictLocked(time.Now().Add(2*time.Hour), true)
+	for _, ref := range watched {
+		require.NotContains(t, c.entries, ref)
+	}
+	c.mu.Unlock()
+	present(pinned...)
+
+	// Released and unpinned, the rest go down to the size.
+	c.release(held)
+	for _, unpin := range unpins {
+		unpin()
+	}
+	e := c.acquire("y")
+	c.release(e)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Len(t, c.entries, 2)
+	require.Contains(t, c.entries, "y", "the most recently used stays")
+	require.Equal(t, c.lru.Len(), len(c.entries))
+}
