@@ -109,15 +109,13 @@ func (c *conn) setActor(a *yaps.Actor) (writable bool) {
 	return false
 }
 
-// resync sends our sync step 1 to a connection that became writable
-// again. Its client may have edited while it was read-only: those edits
-// were refused and exist only on the client, and its next edits depend on
-// them. The client answers with a step 2 holding everything we lack,
-// which is then applied like any write.
-func (c *conn) resync() {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.OpTimeout)
-	sv, err := c.s.svc.StateVector(ctx, c.room.ref)
-	cancel()
+// resync sends our sync step 1, with the state vector sv returns, to a
+// connection that became writable again. Its client may have edited while
+// it was read-only: those edits were refused and exist only on the client,
+// and its next edits depend on them. The client answers with a step 2
+// holding everything we lack, which is then applied like any write.
+func (c *conn) resync(stateVector func() ([]byte, error)) {
+	sv, err := stateVector()
 	if err != nil {
 		// Closing makes the client reconnect, which resyncs as well.
 		c.closeForError(err)

@@ -33,6 +33,7 @@ type fakeService struct {
 	encodeDelay       time.Duration
 	encodes, encoding int
 	maxEncoding       int
+	stateVectors      int // StateVector calls
 }
 
 type fakeList struct {
@@ -78,6 +79,7 @@ func (f *fakeService) CanWrite(a *yaps.Actor) bool {
 func (f *fakeService) StateVector(_ context.Context, ref string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.stateVectors++
 	return []byte{byte(len(f.lists[ref].updates))}, nil
 }
 

@@ -458,6 +458,20 @@ func (r *room) recheck() {
 }
 
 func (r *room) recheckOnce() {
+	// Connections made writable again all get our step 1, with one state
+	// vector read for all of them.
+	var sv []byte
+	var svErr error
+	svRead := false
+	stateVector := func() ([]byte, error) {
+		if !svRead {
+			svRead = true
+			ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
+			sv, svErr = r.s.svc.StateVector(ctx, r.ref)
+			cancel()
+		}
+		return sv, svErr
+	}
 	byCode := map[string][]*conn{}
 	for _, c := range *r.snapshot.Load() {
 		byCode[c.code] = append(byCode[c.code], c)
@@ -470,7 +484,7 @@ func (r *room) recheckOnce() {
 			switch {
 			case err == nil:
 				if c.setActor(a) {
-					c.resync() // writable again (unarchived)
+					c.resync(stateVector) // writable again (unarchived)
 				}
 			case yaps.IsCode(err, yaps.EUNAUTHORIZED), yaps.IsCode(err, yaps.ENOTFOUND):
 				c.closeForError(err)

@@ -353,6 +353,42 @@ func TestReadOnly(t *testing.T) {
 	require.Equal(t, []byte{9}, w.nextOf(MsgSync).Payload)
 }
 
+// Unarchiving sends every writer our step 1, reading the state vector
+// once for all of them, not once per connection.
+func TestUnarchiveReadsStateVectorOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	var writers []*client
+	for _, role := range []string{"editor", "editor", "editor", "owner", "owner"} {
+		writers = append(writers, e.dial(t, "L1", role))
+	}
+	v := e.dial(t, "L1", "viewer")
+	readOnly := func(want bool) func() bool {
+		return func() bool {
+			for _, c := range *e.srv.room("L1").snapshot.Load() {
+				if c.permID != "L1-viewer" && c.readOnly.Load() != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	e.fake.archive("L1", true)
+	require.Eventually(t, readOnly(true), 2*time.Second, 5*time.Millisecond)
+	e.fake.mu.Lock()
+	before := e.fake.stateVectors
+	e.fake.mu.Unlock()
+	e.fake.archive("L1", false)
+	for _, w := range writers {
+		m := w.nextOf(MsgSync)
+		require.Equal(t, uint64(SyncStep1), m.SyncType)
+	}
+	v.quiet() // a viewer is not asked
+	e.fake.mu.Lock()
+	defer e.fake.mu.Unlock()
+	require.Equal(t, 1, e.fake.stateVectors-before)
+}
+
 func TestAwareness(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
