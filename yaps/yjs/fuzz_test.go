@@ -67,7 +67,12 @@ func fuzzDocState(d *yjs.Doc) (any, map[uint64]uint64) {
 // fresh document with the same state vector and, unless structs are pending,
 // the same content. (With pending structs real Yjs itself integrates the
 // re-encoding differently: see testdata/fuzz/FuzzApplyUpdate/2b69d672daf4bb93,
-// where Yjs 13.6 shows exactly the same change.)
+// where Yjs 13.6 shows exactly the same change.) Content is not compared
+// either when the update or its re-encoding holds an item whose right origin
+// lies at or before its origin inside one struct (see RightOriginNotRight):
+// Yjs 13.6 places such an item differently depending on where the structs
+// are cut, and moves a format end on re-encoding
+// testdata/fuzz/FuzzApplyUpdate/862fd3de6c042176 exactly as Go does.
 func FuzzApplyUpdate(f *testing.F) {
 	for _, s := range seedUpdates(f) {
 		f.Add(s)
@@ -106,7 +111,7 @@ func FuzzApplyUpdate(f *testing.F) {
 		require.NoError(t, d2.ApplyUpdate(enc, nil), "re-applying the doc's own encoding")
 		json2, sv2 := fuzzDocState(d2)
 		require.Equal(t, sv1, sv2, "state vector after re-encode")
-		if !pending {
+		if !pending && !yjs.RightOriginNotRight(data) && !yjs.RightOriginNotRight(enc) {
 			require.Equal(t, json1, json2, "content after re-encode")
 		}
 
