@@ -1,6 +1,7 @@
 package yaps
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -259,6 +260,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	// it untouched keeps the cached document: a client whose earlier update
 	// was refused sends only such updates until it resyncs, and each would
 	// otherwise cost a reload of the document.
+	pendS, pendD := d.Pending()
 	applied, err := d.ApplyUpdateWhole(update, origin)
 	unA()
 	if err != nil {
@@ -267,6 +269,13 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	if !applied {
 		w.dirty = wasDirty
 		return errDependsOnMissing
+	}
+	if nowS, nowD := d.Pending(); len(nowS)+len(nowD) > 0 && (!bytes.Equal(pendS, nowS) || !bytes.Equal(pendD, nowD)) {
+		// Applied, yet something went pending after all (the check and
+		// Yjs's integration never disagreed in tests and fuzzing): refused
+		// the same way, and the document, which holds it, is dropped.
+		w.s.log.Error("yaps: an update judged whole left pending data; refused", "list", e.ref)
+		return Errorf(EFORBIDDEN, "the update depends on changes the server does not have; sync again")
 	}
 	if !got {
 		w.dirty = wasDirty // a duplicate: nothing integrated
