@@ -62,6 +62,11 @@ type conn struct {
 	// readLimitHit: gorilla refused a frame over MaxMessageSize, wrote
 	// its 1009 close frame and ended the read loop (see keepOpenOnClose).
 	readLimitHit atomic.Bool
+	// gorillaClosed: Melody's write pump found a close frame sent that was
+	// not ours (gorilla's 1009, or its answer to the client's close), so
+	// the read side is ending on its own (see keepOpenOnClose).
+	gorillaClosed atomic.Bool
+	drained       atomic.Bool // drain ran
 
 	// Step 1 answers: at most one in progress and one waiting, the latest
 	// (see handleStep1). Guarded by step1Mu.
@@ -213,14 +218,20 @@ func (c *conn) closeWith(code int, reason string) {
 // onDisconnect then closes the socket; kill closes it after CloseTimeout
 // if the client's close frame does not come. After gorilla's own 1009 the
 // read loop has already ended, so the socket is drained here instead, up
-// to CloseTimeout.
+// to CloseTimeout. When the write pump closes first, after gorilla wrote a
+// close frame of its own (the read side may not have reported the read
+// limit yet), the socket stays open for the read side to end, and
+// onDisconnect drains and closes it.
 func (c *conn) keepOpenOnClose() bool {
 	if c.readLimitHit.Load() {
 		c.drain()
 		return false
 	}
-	if !c.closing.Load() || c.ctx.Err() != nil {
-		return false // not our close frame, or disconnect already ran
+	if c.ctx.Err() != nil {
+		return false // disconnect already ran
+	}
+	if !c.closing.Load() && !c.gorillaClosed.Load() {
+		return false // no close frame of ours or gorilla's
 	}
 	c.killMu.Lock()
 	if c.killTimer != nil {
@@ -235,7 +246,7 @@ func (c *conn) keepOpenOnClose() bool {
 // drain reads and discards what the client still sends, until it closes
 // its side or CloseTimeout passes. Only once the read loop has ended.
 func (c *conn) drain() {
-	if c.netConn == nil {
+	if c.netConn == nil || !c.drained.CompareAndSwap(false, true) {
 		return
 	}
 	_ = c.netConn.SetReadDeadline(time.Now().Add(c.s.cfg.CloseTimeout))

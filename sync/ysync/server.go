@@ -177,6 +177,11 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 			// drained before it is closed (conn.keepOpenOnClose).
 			c.readLimitHit.Store(true)
 		}
+		if errors.Is(err, websocket.ErrCloseSent) && !c.closing.Load() {
+			// From the write pump, which closes the session next: gorilla
+			// sent a close frame itself (conn.keepOpenOnClose).
+			c.gorillaClosed.Store(true)
+		}
 		if errors.Is(err, melody.ErrMessageBufferFull) {
 			// Cannot happen while conn.send keeps its bound; if it ever
 			// does, a frame was lost, so the connection must not go on.
@@ -525,7 +530,12 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 	c.cancel()
 	c.stopKill()
 	// Melody's read loop has ended: the closing handshake, if any, is over
-	// (conn.keepOpenOnClose left the socket open for it).
+	// (conn.keepOpenOnClose left the socket open for it). After a frame
+	// over the limit the rest of the client's bytes are drained first,
+	// unless keepOpenOnClose did.
+	if c.readLimitHit.Load() {
+		c.drain()
+	}
 	c.kill()
 	// Updates still waiting to be applied are stored by the worker: the
 	// client sent them before it went away.
