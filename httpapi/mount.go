@@ -478,9 +478,10 @@ const errNilService = "httpapi: nil *yaps.Service"
 // problemErrors documents the error answers of op, just added to an API
 // that Register installed its middleware on, as that middleware gives
 // them: every error body that is not this package's own becomes a Problem
-// (so Huma's ErrorModel is replaced, and its 422 is 400). Then Huma's error
-// schemas leave the document unless something still refers to them. Our
-// own operations already document the Problem and are left as they are.
+// (so Huma's ErrorModel is replaced, and its 422 is 400). Our own
+// operations already document the Problem and are left as they are.
+// Huma's error schemas that nothing refers to any more are dropped after
+// it (dropUnusedHumaErrors).
 func problemErrors(oapi *huma.OpenAPI, op *huma.Operation) {
 	if oapi.Components == nil || oapi.Components.Schemas == nil {
 		return

@@ -11,6 +11,7 @@ const (
 	opManage                // list, issue, revoke permissions; rotate owner
 	opRollup                // rollup into an account
 	opAudit                 // read the audit log
+	opWriteOther            // sync writes to root types outside the schema (R9 keeps them)
 )
 
 func (o op) String() string {
@@ -29,6 +30,8 @@ func (o op) String() string {
 		return "roll up the list"
 	case opAudit:
 		return "read the audit log"
+	case opWriteOther:
+		return "change data outside the yaps"
 	}
 	return "do this"
 }
@@ -59,7 +62,7 @@ func allowed(p *Permission, o op, kind Kind) bool {
 	case RoleOwner:
 		return true
 	case RoleEditor:
-		return o == opRead || o == opEditList || o == opWriteYap
+		return o == opRead || o == opEditList || o == opWriteYap || o == opWriteOther
 	case RoleViewer:
 		return o == opRead
 	case RoleAgent:

@@ -11,7 +11,8 @@
 // kind, createdAt, updatedAt, deletedAt (absent when null) and the kind's
 // members. Free text (task content, note title and body, event title) is
 // Y.Text, tags a Y.Array of strings, everything else a plain string.
-// Root types outside this schema are kept and relayed untouched.
+// Root types outside this schema are kept and relayed untouched, except
+// that what an agent inserts there is deleted again (ApplyUpdate).
 //
 // Every mutation, by HTTP or sync, goes through one write path: lock the
 // list in this process, open the store transaction (which serializes

@@ -84,8 +84,7 @@ func AddressKey(ip string) string {
 		// the client is the embedded IPv4 address.
 		b := addr.As16()
 		addr = netip.AddrFrom4([4]byte(b[12:]))
-	}
-	if teredo.Contains(addr) {
+	} else if teredo.Contains(addr) {
 		// Every client of one Teredo server shares its /64; the client's
 		// public IPv4 address is the last 32 bits, inverted (RFC 4380).
 		b := addr.As16()
@@ -94,7 +93,8 @@ func AddressKey(ip string) string {
 	if addr.Is4() {
 		return addr.String()
 	}
-	return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
+	p, _ := addr.Prefix(64) // drops the zone; cannot fail for IPv6
+	return p.String()
 }
 
 var (

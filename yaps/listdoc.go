@@ -17,7 +17,8 @@ import (
 // timestamps are FormatTime strings. Optional members are absent when null.
 // Reading is lenient where it costs nothing: a plain string where Y.Text is
 // expected, a null value for an absent member. Keys the schema does not know
-// are kept and ignored; root types outside the schema are never touched.
+// are kept and ignored; root types outside the schema are not touched,
+// except that what an agent inserts there is deleted again (ApplyUpdate).
 const (
 	rootList = "list"
 	rootYaps = "yaps"

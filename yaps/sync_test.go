@@ -38,12 +38,8 @@ func newPeer(t *testing.T, e *env, a *yaps.Actor) *peer {
 // send makes an edit on the peer's doc and applies its update at the server.
 func (p *peer) send(edit func(d *yjs.Doc)) error {
 	p.t.Helper()
-	var u []byte
-	unsub := p.doc.OnUpdate(func(b []byte, _ any) { u = b })
-	p.doc.Transact(func(*yjs.Transaction) { edit(p.doc) }, nil)
-	unsub()
-	require.NotNil(p.t, u, "the edit changed nothing")
-	return p.e.svc.ApplyUpdate(p.e.ctx, p.a, u, p)
+	u := clientUpdate(p.t, p.a, p.doc, p, edit)
+	return p.e.svc.ApplyUpdate(p.e.ctx, u.Actor, u.Update, u.Origin)
 }
 
 // sync applies every event received so far (the server's relay).

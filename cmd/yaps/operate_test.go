@@ -199,10 +199,7 @@ func TestServeRedisPrefix(t *testing.T) {
 // past it a socket from the same address is refused with 429.
 func TestServeSyncConnsPerIP(t *testing.T) {
 	t.Parallel()
-	m := NewMain(io.Discard)
-	require.NoError(t, m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--sync-conns-per-ip", "2"}, func(string) string { return "" }))
-	require.NoError(t, m.Run(t.Context()))
-	t.Cleanup(func() { _ = m.Close() })
+	m := startMain(t, "--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--sync-conns-per-ip", "2")
 	var created struct{ Ref, OwnerCode string }
 	doJSON(t, "POST", "http://"+m.Addr()+"/api/v1/lists", "", "", http.StatusCreated, &created)
 	url := "ws://" + m.Addr() + "/api/v1/lists/" + created.Ref + "/sync?k=" + created.OwnerCode

@@ -72,7 +72,7 @@ type Main struct {
 	LogLevel   string // --log-level, YAPS_LOG_LEVEL: debug (one line per request), info, warn or error
 	// SyncConnsPerIP is --sync-conns-per-ip, YAPS_SYNC_CONNS_PER_IP: the
 	// sync sockets one client address may hold in one list
-	// (ysync.Config.MaxConnsPerIP; 0 means its default, 64).
+	// (ysync.Config.MaxConnsPerIP; 0 means ysync's default).
 	SyncConnsPerIP int
 
 	level    slog.LevelVar
@@ -137,7 +137,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&m.RedisKeys, "redis-prefix", m.RedisKeys, "start of every rate-limit key in Redis, to keep deployments sharing one Redis apart; default "+ratelimit.DefaultKeyPrefix+" (YAPS_REDIS_PREFIX)")
 	fs.StringVar(&m.Origins, "allowed-origins", m.Origins, "browser origins allowed to call the API (CORS) and open sync sockets, comma-separated, * for any; default same origin only (YAPS_ALLOWED_ORIGINS)")
 	fs.StringVar(&m.Proxies, "trusted-proxies", m.Proxies, "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client IP (YAPS_TRUSTED_PROXIES)")
-	fs.IntVar(&m.SyncConnsPerIP, "sync-conns-per-ip", m.SyncConnsPerIP, "sync sockets one client address may hold in one list; raise it when many users share an address without --trusted-proxies; default 64 (YAPS_SYNC_CONNS_PER_IP)")
+	fs.IntVar(&m.SyncConnsPerIP, "sync-conns-per-ip", m.SyncConnsPerIP, fmt.Sprintf("sync sockets one client address may hold in one list; raise it when many users share an address without --trusted-proxies; default %d (YAPS_SYNC_CONNS_PER_IP)", ysync.Config{}.WithDefaults().MaxConnsPerIP))
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug (adds one line per request, codes redacted), info, warn or error (YAPS_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -241,7 +241,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Notifier:  notifier,
 	})
 	if err != nil {
-		// The service's errors start with "yaps: ", as main's prefix does.
+		// Wrapped so that main's "yaps: " is not followed directly by the
+		// service's own "yaps: ".
 		return fmt.Errorf("serve: %w", err)
 	}
 

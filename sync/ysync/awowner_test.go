@@ -37,11 +37,6 @@ func (b *recordingBroadcaster) published(t *testing.T) []AwarenessEntry {
 	return out
 }
 
-func sendAwareness(c *client, entries ...AwarenessEntry) {
-	c.t.Helper()
-	c.write(AppendAwareness(nil, EncodeAwareness(entries)))
-}
-
 // A connection with another code cannot take over, change or remove an
 // awareness client owned by a live connection: the entry is dropped (not
 // applied, relayed or published) and the sender, whose other entries go
@@ -137,11 +132,4 @@ func TestAwarenessReconnectSameCode(t *testing.T) {
 	time.Sleep(hold)
 	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 6, State: `{"v":6}`})
 	require.Equal(t, map[uint64]string{7: `{"v":6}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
-}
-
-func decodeAw(t *testing.T, m Message) []AwarenessEntry {
-	t.Helper()
-	entries, err := DecodeAwareness(m.Payload, AwarenessLimits{})
-	require.NoError(t, err)
-	return entries
 }

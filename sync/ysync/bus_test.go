@@ -56,7 +56,7 @@ func TestAwarenessAcrossProcesses(t *testing.T) {
 	b := newEnv(t, Config{Broadcaster: bus.port()})
 
 	a1 := a.dial(t, "L1", "owner")
-	a1.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 7, Clock: 1, State: `{"u":"a"}`}})))
+	sendAwareness(a1, AwarenessEntry{ClientID: 7, Clock: 1, State: `{"u":"a"}`})
 	a1.nextOf(MsgAwareness)
 
 	// A room opening on b asks a for the states it has.
@@ -64,7 +64,7 @@ func TestAwarenessAcrossProcesses(t *testing.T) {
 	require.Equal(t, map[uint64]string{7: `{"u":"a"}`}, awarenessMap(t, b1.nextOf(MsgAwareness)))
 
 	// Live updates and removals cross in both directions.
-	b1.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 8, Clock: 1, State: `{"u":"b"}`}})))
+	sendAwareness(b1, AwarenessEntry{ClientID: 8, Clock: 1, State: `{"u":"b"}`})
 	require.Equal(t, map[uint64]string{8: `{"u":"b"}`}, awarenessMap(t, a1.nextOf(MsgAwareness)))
 	require.NoError(t, a1.ws.Close())
 	require.Equal(t, map[uint64]string{7: "null"}, awarenessMap(t, skipAwareness(t, b1, 8)))
@@ -95,7 +95,7 @@ func TestRemoteAwarenessExpires(t *testing.T) {
 	a1 := a.dial(t, "L1", "owner")
 	set := func(c *client, id, clock uint64, state string) {
 		t.Helper()
-		c.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: id, Clock: clock, State: state}})))
+		sendAwareness(c, AwarenessEntry{ClientID: id, Clock: clock, State: state})
 	}
 	b1 := b.dial(t, "L1", "viewer")
 	set(b1, 9, 1, `{"u":"local"}`) // b's own client: never expires

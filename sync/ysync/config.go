@@ -42,10 +42,10 @@ type Config struct {
 	// MaxConnsPerIP caps the connections to one list from one client
 	// address, so that one client cannot take every slot of
 	// MaxConnsPerRoom and lock the list's other users out. It is counted
-	// per room (and per process) by the address ClientIP returns, an IPv6
-	// address by its /64 prefix (one host is usually given a whole /64),
-	// an IPv4 one in full (yaps.AddressKey, as the rate limits count
-	// addresses). It is not a cap per code: one code is legitimately
+	// per room (and per process) under yaps.AddressKey of the address
+	// ClientIP returns, the key the rate limits count addresses by (an
+	// IPv6 address by its /64, an IPv4 one in full, an IPv4 client behind
+	// NAT64 or Teredo as itself). It is not a cap per code: one code is legitimately
 	// shared by many people (a public viewer link). Past it
 	// the connection is refused with 429 rate_limited and Retry-After: 5
 	// (a limit on this client, not a lack of server capacity). Behind a

@@ -60,13 +60,13 @@ type conn struct {
 	killTimer *time.Timer
 
 	// readLimitHit: gorilla refused a frame over MaxMessageSize, wrote
-	// its 1009 close frame and ended the read loop (see keepOpenOnClose).
+	// its 1009 close frame and ended the read loop (see keepOpenOnClose,
+	// onDisconnect).
 	readLimitHit atomic.Bool
 	// gorillaClosed: Melody's write pump found a close frame sent that was
 	// not ours (gorilla's 1009, or its answer to the client's close), so
 	// the read side is ending on its own (see keepOpenOnClose).
 	gorillaClosed atomic.Bool
-	drained       atomic.Bool // drain ran
 
 	// Step 1 answers: at most one in progress and one waiting, the latest
 	// (see handleStep1). Guarded by step1Mu.
@@ -216,21 +216,17 @@ func (c *conn) closeWith(code int, reason string) {
 // read loop goes on reading the client's frames, which handle ignores
 // (closing is set), until the client's close frame ends it, and
 // onDisconnect then closes the socket; kill closes it after CloseTimeout
-// if the client's close frame does not come. After gorilla's own 1009 the
-// read loop has already ended, so the socket is drained here instead, up
-// to CloseTimeout. When the write pump closes first, after gorilla wrote a
-// close frame of its own (the read side may not have reported the read
-// limit yet), the socket stays open for the read side to end, and
-// onDisconnect drains and closes it.
+// if the client's close frame does not come. A close frame gorilla sent
+// on its own (its 1009 after a frame over the limit, noted by the read
+// side or, when the write pump closes first, by the write pump) keeps the
+// socket open the same way, until the read side has ended; onDisconnect
+// then drains what the client still sends after a frame over the limit
+// (gorilla's reader is done with it) before closing.
 func (c *conn) keepOpenOnClose() bool {
-	if c.readLimitHit.Load() {
-		c.drain()
-		return false
-	}
 	if c.ctx.Err() != nil {
 		return false // disconnect already ran
 	}
-	if !c.closing.Load() && !c.gorillaClosed.Load() {
+	if !c.closing.Load() && !c.gorillaClosed.Load() && !c.readLimitHit.Load() {
 		return false // no close frame of ours or gorilla's
 	}
 	c.killMu.Lock()
@@ -246,7 +242,7 @@ func (c *conn) keepOpenOnClose() bool {
 // drain reads and discards what the client still sends, until it closes
 // its side or CloseTimeout passes. Only once the read loop has ended.
 func (c *conn) drain() {
-	if c.netConn == nil || !c.drained.CompareAndSwap(false, true) {
+	if c.netConn == nil {
 		return
 	}
 	_ = c.netConn.SetReadDeadline(time.Now().Add(c.s.cfg.CloseTimeout))

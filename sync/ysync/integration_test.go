@@ -53,6 +53,14 @@ func (p *peer) until(cond func() bool) {
 	}
 }
 
+// setYapField sets a plain member of yap id and sends the update.
+func (p *peer) setYapField(id, key string, value any) {
+	p.edit(func(d *yjs.Doc) {
+		v, _ := d.GetMap("yaps").Get(id)
+		v.(*yjs.Map).Set(key, value)
+	})
+}
+
 func yapField(d *yjs.Doc, id, key string) any {
 	v, ok := d.GetMap("yaps").Get(id)
 	if !ok {
@@ -133,10 +141,7 @@ func TestWithService(t *testing.T) {
 	// A viewer reads but never writes.
 	v := newPeer(t, st.dial(ref, viewer))
 	require.Equal(t, "oat milk!", yapField(v.doc, id, "content"))
-	v.edit(func(d *yjs.Doc) {
-		v, _ := d.GetMap("yaps").Get(id)
-		v.(*yjs.Map).Set("status", "done")
-	})
+	v.setYapField(id, "status", "done")
 	require.Equal(t, "permission denied", v.c.nextOf(MsgAuth).Reason)
 	require.Equal(t, "open", st.yaps(ref, owner)[id]["status"])
 
@@ -151,23 +156,26 @@ func TestWithService(t *testing.T) {
 	// Archiving makes the editor read-only.
 	st.do("DELETE", "/lists/"+ref, owner, nil, 204)
 	st.waitReadOnly(ref, 5*time.Second)
-	e.edit(func(d *yjs.Doc) {
-		v, _ := d.GetMap("yaps").Get(id)
-		v.(*yjs.Map).Set("status", "done")
-	})
+	e.setYapField(id, "status", "done")
 	require.Equal(t, "permission denied", e.c.nextOf(MsgAuth).Reason)
 	require.Equal(t, "open", st.yaps(ref, owner)[id]["status"])
+}
+
+// viewerAndTask makes a list with an open task "oat milk" and a viewer code.
+func viewerAndTask(t *testing.T) (st *stack, ref, owner, viewer, id string) {
+	t.Helper()
+	st = newStack(t, Config{})
+	ref, owner = st.newList()
+	viewer, _ = st.issue(ref, owner, "viewer")
+	y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "oat milk", "status": "open"}, 201)
+	return st, ref, owner, viewer, y["id"].(string)
 }
 
 // A viewer that reconnects with a synced document answers our step 1 with
 // its delete set; that is not a write and gets no denial.
 func TestViewerReconnectIsNotAWrite(t *testing.T) {
 	t.Parallel()
-	st := newStack(t, Config{})
-	ref, owner := st.newList()
-	viewer, _ := st.issue(ref, owner, "viewer")
-	y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "oat milk", "status": "open"}, 201)
-	id := y["id"].(string)
+	st, ref, owner, viewer, id := viewerAndTask(t)
 	st.do("PATCH", "/lists/"+ref+"/yaps/"+id, owner, map[string]any{"content": "milk"}, 200) // a deletion
 
 	p := newPeer(t, st.dial(ref, viewer))
@@ -179,10 +187,7 @@ func TestViewerReconnectIsNotAWrite(t *testing.T) {
 	again.write(AppendSyncStep2(nil, full))
 	again.quiet()
 	// A real edit is still refused.
-	p.edit(func(d *yjs.Doc) {
-		v, _ := d.GetMap("yaps").Get(id)
-		v.(*yjs.Map).Set("status", "done")
-	})
+	p.setYapField(id, "status", "done")
 	require.Equal(t, "permission denied", p.c.nextOf(MsgAuth).Reason)
 }
 
@@ -190,11 +195,7 @@ func TestViewerReconnectIsNotAWrite(t *testing.T) {
 // edit never reached the server) is still a write, and is denied.
 func TestViewerStep2WithLaterStructsIsAWrite(t *testing.T) {
 	t.Parallel()
-	st := newStack(t, Config{})
-	ref, owner := st.newList()
-	viewer, _ := st.issue(ref, owner, "viewer")
-	y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "oat milk", "status": "open"}, 201)
-	id := y["id"].(string)
+	st, ref, _, viewer, id := viewerAndTask(t)
 
 	p := newPeer(t, st.dial(ref, viewer))
 	p.until(func() bool { return yapField(p.doc, id, "content") == "oat milk" })

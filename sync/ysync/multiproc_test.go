@@ -47,15 +47,12 @@ func TestTwoProcesses(t *testing.T) {
 		f.(*yjs.Text).Insert(0, "oat ", nil)
 	})
 	within("sync on A to B", time.Second, b, func() bool { return yapField(b.doc, id, "content") == "oat milk" })
-	b.edit(func(d *yjs.Doc) {
-		v, _ := d.GetMap("yaps").Get(id)
-		v.(*yjs.Map).Set("status", "done")
-	})
+	b.setYapField(id, "status", "done")
 	within("sync on B to A", time.Second, a, func() bool { return yapField(a.doc, id, "status") == "done" })
 	require.Equal(t, "done", B.yaps(ref, owner)[id]["status"])
 
 	// Awareness from A reaches B.
-	a.c.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 99, Clock: 1, State: `{"u":"a"}`}})))
+	sendAwareness(a.c, AwarenessEntry{ClientID: 99, Clock: 1, State: `{"u":"a"}`})
 	start := time.Now()
 	for {
 		m := bv.nextOf(MsgAwareness)

@@ -214,7 +214,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	}
 	now := time.Now()
 	r.mu.Lock()
-	if from != nil && r.awBytes+r.growthLocked(from, entries) > r.s.cfg.MaxAwarenessRoomBytes {
+	if from != nil && r.awBytes+r.growthLocked(from, entries, now) > r.s.cfg.MaxAwarenessRoomBytes {
 		// Refused whole, like a state over MaxAwarenessStateBytes.
 		r.mu.Unlock()
 		return ErrMalformed
@@ -223,7 +223,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	var overLimit bool
 	for _, e := range entries {
 		st := r.aw[e.ClientID]
-		if !st.accepts(e) || st.heldFrom(from) {
+		if !st.takes(from, e, now) {
 			continue
 		}
 		if e.Removed() {
@@ -330,9 +330,9 @@ func (st *awState) accepts(e AwarenessEntry) bool {
 // moves only between connections of the same code, the reconnect of a
 // client whose old socket is not yet noticed dead or already closed; a
 // connection of another code sending a newer clock (or a null) for the ID
-// would be hijacking another client's presence. Other IDs, and updates from other processes (from nil), are
-// not held.
-func (st *awState) heldFrom(from *conn) bool {
+// would be hijacking another client's presence. Other IDs, and updates
+// from other processes (from nil), are not held.
+func (st *awState) heldFrom(from *conn, now time.Time) bool {
 	if from == nil || st == nil {
 		return false
 	}
@@ -341,18 +341,24 @@ func (st *awState) heldFrom(from *conn) bool {
 	}
 	// Its owner left: the ID stays its code's for a while, or whoever saw
 	// the removal could take it before the client reconnects.
-	return st.lastPerm != "" && st.lastPerm != from.permID && time.Now().Before(st.heldUntil)
+	return st.lastPerm != "" && st.lastPerm != from.permID && now.Before(st.heldUntil)
+}
+
+// takes reports whether entry e from connection from (nil: another
+// process) is applied to st: newer (accepts) and not held from it.
+func (st *awState) takes(from *conn, e AwarenessEntry, now time.Time) bool {
+	return st.accepts(e) && !st.heldFrom(from, now)
 }
 
 // growthLocked returns at most how many bytes applying entries from a
 // connection would add to the awareness table: each accepted state counts
 // in full, and the state it replaces is credited once per client. IDs
 // repeated within one message can only make it overestimate.
-func (r *room) growthLocked(from *conn, entries []AwarenessEntry) int {
+func (r *room) growthLocked(from *conn, entries []AwarenessEntry, now time.Time) int {
 	grow := 0
 	for i, e := range entries {
 		st := r.aw[e.ClientID]
-		if !st.accepts(e) || st.heldFrom(from) {
+		if !st.takes(from, e, now) {
 			continue
 		}
 		if !e.Removed() {
@@ -460,18 +466,11 @@ func (r *room) recheck() {
 func (r *room) recheckOnce() {
 	// Connections made writable again all get our step 1, with one state
 	// vector read for all of them.
-	var sv []byte
-	var svErr error
-	svRead := false
-	stateVector := func() ([]byte, error) {
-		if !svRead {
-			svRead = true
-			ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
-			sv, svErr = r.s.svc.StateVector(ctx, r.ref)
-			cancel()
-		}
-		return sv, svErr
-	}
+	stateVector := sync.OnceValues(func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
+		defer cancel()
+		return r.s.svc.StateVector(ctx, r.ref)
+	})
 	byCode := map[string][]*conn{}
 	for _, c := range *r.snapshot.Load() {
 		byCode[c.code] = append(byCode[c.code], c)

@@ -174,7 +174,7 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 		}
 		if errors.Is(err, websocket.ErrReadLimit) {
 			// Gorilla sent 1009 and the read loop ends; the socket is
-			// drained before it is closed (conn.keepOpenOnClose).
+			// drained before it is closed (onDisconnect).
 			c.readLimitHit.Store(true)
 		}
 		if errors.Is(err, websocket.ErrCloseSent) && !c.closing.Load() {
@@ -531,8 +531,7 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 	c.stopKill()
 	// Melody's read loop has ended: the closing handshake, if any, is over
 	// (conn.keepOpenOnClose left the socket open for it). After a frame
-	// over the limit the rest of the client's bytes are drained first,
-	// unless keepOpenOnClose did.
+	// over the limit the rest of the client's bytes are drained first.
 	if c.readLimitHit.Load() {
 		c.drain()
 	}

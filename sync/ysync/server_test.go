@@ -396,17 +396,16 @@ func TestAwareness(t *testing.T) {
 	b := e.dial(t, "L1", "viewer")
 
 	// Clock 0 for an unknown client is not newer (y-protocols rule).
-	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 11, Clock: 0, State: `{}`}})))
-	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 11, Clock: 1, State: `{"user":"a"}`}})))
+	sendAwareness(a, AwarenessEntry{ClientID: 11, Clock: 0, State: `{}`})
+	sendAwareness(a, AwarenessEntry{ClientID: 11, Clock: 1, State: `{"user":"a"}`})
 	for _, c := range []*client{a, b} { // the sender too
-		entries, err := DecodeAwareness(c.nextOf(MsgAwareness).Payload, AwarenessLimits{})
-		require.NoError(t, err)
+		entries := decodeAw(t, c.nextOf(MsgAwareness))
 		require.Equal(t, []AwarenessEntry{{ClientID: 11, Clock: 1, State: `{"user":"a"}`}}, entries)
 	}
 	// Stale clocks are not relayed.
-	a.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 11, Clock: 1, State: `{"user":"stale"}`}})))
+	sendAwareness(a, AwarenessEntry{ClientID: 11, Clock: 1, State: `{"user":"stale"}`})
 	b.quiet()
-	b.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 22, Clock: 3, State: `{"user":"b"}`}})))
+	sendAwareness(b, AwarenessEntry{ClientID: 22, Clock: 3, State: `{"user":"b"}`})
 	a.nextOf(MsgAwareness)
 	b.nextOf(MsgAwareness)
 
@@ -420,16 +419,29 @@ func TestAwareness(t *testing.T) {
 	// Disconnect removes what the connection controlled: clock + 1, null.
 	require.NoError(t, a.ws.Close())
 	for _, cl := range []*client{b, c} {
-		entries, err := DecodeAwareness(cl.nextOf(MsgAwareness).Payload, AwarenessLimits{})
-		require.NoError(t, err)
+		entries := decodeAw(t, cl.nextOf(MsgAwareness))
 		require.Equal(t, []AwarenessEntry{{ClientID: 11, Clock: 2, State: "null"}}, entries)
 	}
 	c.write(AppendQueryAwareness(nil))
 	require.Equal(t, map[uint64]string{22: `{"user":"b"}`}, awarenessMap(t, c.nextOf(MsgAwareness)))
 
 	// An explicit null at the same clock removes as well.
-	b.write(AppendAwareness(nil, EncodeAwareness([]AwarenessEntry{{ClientID: 22, Clock: 3, State: "null"}})))
+	sendAwareness(b, AwarenessEntry{ClientID: 22, Clock: 3, State: "null"})
 	require.Equal(t, map[uint64]string{22: "null"}, awarenessMap(t, c.nextOf(MsgAwareness)))
+}
+
+// sendAwareness sends entries as one awareness message.
+func sendAwareness(c *client, entries ...AwarenessEntry) {
+	c.t.Helper()
+	c.write(AppendAwareness(nil, EncodeAwareness(entries)))
+}
+
+// decodeAw decodes the entries of awareness message m.
+func decodeAw(t *testing.T, m Message) []AwarenessEntry {
+	t.Helper()
+	entries, err := DecodeAwareness(m.Payload, AwarenessLimits{})
+	require.NoError(t, err)
+	return entries
 }
 
 func awarenessMap(t *testing.T, m Message) map[uint64]string {
