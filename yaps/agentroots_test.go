@@ -100,3 +100,36 @@ func state(t *testing.T, e *env, a *yaps.Actor) []byte {
 	require.NoError(t, err)
 	return u
 }
+
+// The same holds for a formatted text outside the schema, where applying
+// an update runs a second, formatting clean-up transaction after the
+// client's own: the agent's insertion there is still compensated and its
+// deletion still refused.
+func TestAgentCannotWriteFormattedUnknownRoots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	editor := e.actor(owner, yaps.RoleEditor)
+	seed := edits(t, docOf(t, e, owner), func(d *yjs.Doc) {
+		txt := yjs.NewText("")
+		d.GetMap("ext").Set("doc", txt)
+		txt.Insert(0, "bold world", map[string]any{"bold": true})
+	})
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, editor, seed[0], nil))
+	text := func(d *yjs.Doc) *yjs.Text {
+		v, _ := d.GetMap("ext").Get("doc")
+		return v.(*yjs.Text)
+	}
+	agent := e.actor(owner, yaps.RoleAgent, yaps.ScopeYapsWrite)
+
+	before := state(t, e, owner)
+	up := edits(t, docOf(t, e, owner), func(d *yjs.Doc) { text(d).Delete(0, 2) })[0]
+	requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, agent, up, nil))
+	require.Equal(t, before, state(t, e, owner), "the deletion was applied")
+
+	p := newPeer(t, e, agent)
+	require.NoError(t, p.send(func(d *yjs.Doc) { text(d).Insert(5, "agent ", nil) }))
+	require.Len(t, p.sync(), 2, "the update and its compensation")
+	require.Equal(t, "bold world", text(docOf(t, e, owner)).String())
+	require.Equal(t, "bold world", text(p.doc).String(), "the agent's doc")
+}

@@ -226,14 +226,19 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	var foreignIns yjs.IDSet
 	foreignDel := false
 	agent := a.can(opWriteOther, "") != nil // an agent: only yaps
+	first := true
 	unA := d.OnAfterTransaction(func(tx *yjs.Transaction) {
 		if tx.HasChanges() {
 			got = true
 		}
-		if agent {
+		// Only the client's own transaction, the first: applying it to a
+		// formatted text runs a clean-up transaction after it, whose
+		// (server-made) changes must not replace what the client did.
+		if agent && first {
 			foreignIns = tx.InsertedUnder(foreignRoot)
 			foreignDel = tx.DeletedUnder(foreignRoot)
 		}
+		first = false
 		for t, keys := range tx.Changed() {
 			changed[t] = true
 			if t == any(ym) {
