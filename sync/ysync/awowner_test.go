@@ -133,3 +133,25 @@ func TestAwarenessReconnectSameCode(t *testing.T) {
 	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 6, State: `{"v":6}`})
 	require.Equal(t, map[uint64]string{7: `{"v":6}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
 }
+
+// An ID held for a code whose connection left stays held when another
+// code floods the table with removals of unknown IDs, which makes the room
+// forget removed clients.
+func TestAwarenessHoldSurvivesTrim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{AwarenessTimeout: time.Minute, MaxAwarenessStates: 4})
+	observer := e.dial(t, "L1", "owner")
+	left := e.dial(t, "L1", "viewer")
+	sendAwareness(left, AwarenessEntry{ClientID: 7, Clock: 1, State: `{"v":1}`})
+	require.Equal(t, map[uint64]string{7: `{"v":1}`}, awarenessMap(t, observer.nextOf(MsgAwareness)))
+	require.NoError(t, left.ws.Close())
+	require.Equal(t, []AwarenessEntry{{ClientID: 7, Clock: 2, State: "null"}}, decodeAw(t, observer.nextOf(MsgAwareness)))
+
+	other := e.dial(t, "L1", "editor")
+	for id := uint64(100); id < 120; id++ {
+		sendAwareness(other, AwarenessEntry{ClientID: id, Clock: 1, State: "null"})
+	}
+	sendAwareness(other, AwarenessEntry{ClientID: 7, Clock: 3, State: `{"evil":1}`})
+	sendAwareness(other, AwarenessEntry{ClientID: 8, Clock: 1, State: `{"mine":1}`})
+	require.Equal(t, map[uint64]string{8: `{"mine":1}`}, awarenessMap(t, observer.nextOf(MsgAwareness)), "ID 7 was taken")
+}

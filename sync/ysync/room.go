@@ -372,13 +372,16 @@ func (r *room) growthLocked(from *conn, entries []AwarenessEntry, now time.Time)
 }
 
 // trimLocked forgets removed awareness clients once the table is large, so
-// client-ID churn cannot grow it without bound.
+// client-ID churn cannot grow it without bound. An ID still held for the
+// code of a connection that left (heldFrom) is kept: forgetting it would
+// let another code take it before the client reconnects.
 func (r *room) trimLocked() {
 	if len(r.aw) < 2*r.s.cfg.MaxAwarenessStates {
 		return
 	}
+	now := time.Now()
 	for id, st := range r.aw {
-		if st.state == "" {
+		if st.state == "" && !(st.lastPerm != "" && now.Before(st.heldUntil)) {
 			delete(r.aw, id)
 		}
 	}
