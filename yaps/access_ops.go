@@ -3,6 +3,7 @@ package yaps
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // ListAuthStore is an optional Store extension: ListWithPermission returns
@@ -213,10 +214,11 @@ func (s *Service) RevokePermission(ctx context.Context, a *Actor, id string) err
 	if err != nil {
 		return internal(err, "could not revoke the permission")
 	}
+	committed := time.Now() // no later than any cache fill that saw the code active
 	if revoked {
 		s.auth.forget(a.List.Ref)
 		s.emit(Event{Kind: EventCodeRevoked, ListRef: a.List.Ref, PermissionID: id})
-		s.notify(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: id})
+		s.publishRevocation(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: id}, committed)
 	}
 	return nil
 }
@@ -252,9 +254,10 @@ func (s *Service) RotateOwner(ctx context.Context, a *Actor) (string, error) {
 	if err != nil {
 		return "", internal(err, "could not rotate the owner code")
 	}
+	committed := time.Now() // no later than any cache fill that saw the code active
 	s.auth.forget(a.List.Ref)
 	s.emit(Event{Kind: EventCodeRevoked, ListRef: a.List.Ref, PermissionID: old})
-	s.notify(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: old})
+	s.publishRevocation(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: old}, committed)
 	return code, nil
 }
 

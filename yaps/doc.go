@@ -63,7 +63,9 @@
 //     Notice (NoticeDoc with the list's last seq, NoticePermission for a
 //     revocation or owner rotation, NoticeList for a rollup) from a
 //     background goroutine, merging document notices of one list that
-//     queue up. On another process's notice about a list that is pinned
+//     queue up; a revocation is published by the call that revokes, which
+//     returns once the other processes confirmed it (ConfirmingPublisher).
+//     On another process's notice about a list that is pinned
 //     or watched there, worker goroutines refresh it and emit exactly what
 //     the poller would (EventDocUpdate per stored update in seq order,
 //     EventCodeRevoked, EventListChanged); notices about other lists are

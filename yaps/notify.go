@@ -40,6 +40,39 @@ type BatchPublisher interface {
 	PublishBatch(ctx context.Context, ns []Notice) error
 }
 
+// ConfirmingPublisher is an optional interface of a Notifier:
+// PublishConfirmed sends n and returns nil once every other process
+// listening has handled it (its Listen callbacks returned), or an error
+// when it cannot tell by the time ctx ends. A revocation uses it (RULINGS
+// R4: it takes effect at once for HTTP): the call that revokes returns only
+// after the other processes dropped the code from their caches, or, when
+// one does not confirm, after Config.AuthCacheTTL, by which time whatever
+// they cached before the revocation has expired. store/pgnotify
+// implements it with acks sent back over the channel.
+type ConfirmingPublisher interface {
+	PublishConfirmed(ctx context.Context, n Notice) error
+}
+
+// publishRevocation tells the other processes that a permission of ref was
+// revoked (n, a NoticePermission), in a transaction that committed at
+// committed, and returns once none of them can still accept the code from
+// its cache (see ConfirmingPublisher). Without a ConfirmingPublisher, or
+// without an auth cache to outwait, the notice goes out in the background
+// like any other.
+func (s *Service) publishRevocation(n Notice, committed time.Time) {
+	cp, ok := s.cfg.Notifier.(ConfirmingPublisher)
+	if !ok || !s.auth.enabled() {
+		s.notify(n)
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), committed.Add(s.cfg.AuthCacheTTL))
+	defer cancel()
+	if err := cp.PublishConfirmed(ctx, n); err != nil {
+		s.log.Warn("yaps: a revocation was not confirmed by every process; waiting out the auth cache", "list", n.ListRef, "err", err)
+		<-ctx.Done()
+	}
+}
+
 // Notice is one message between processes. Only the fields of its Kind
 // are set.
 type Notice struct {

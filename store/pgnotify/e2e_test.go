@@ -128,3 +128,40 @@ func TestTwoProcessesOnePostgres(t *testing.T) {
 	ev = B.next(t, yaps.EventDocUpdate, 3*time.Second)
 	require.EqualValues(t, 4, ev.Seq)
 }
+
+// TestRevocationIsAtOnceOnEveryProcess (RULINGS R4: revoking a code, or
+// rotating the owner code, takes effect at once for HTTP): once the revoke
+// on A returns, B, which has the code in its auth cache, refuses it.
+func TestRevocationIsAtOnceOnEveryProcess(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	A, B := newProc(t, dsn), newProc(t, dsn)
+	time.Sleep(50 * time.Millisecond) // the services' Listen calls register
+	cl, err := A.svc.CreateList(ctx, yaps.CreateListInput{Title: yaps.Set("shared")})
+	require.NoError(t, err)
+	ref, owner := cl.List.Ref, cl.OwnerCode
+	a, err := A.svc.Authenticate(ctx, ref, owner)
+	require.NoError(t, err)
+	for i := range 20 {
+		iss, err := A.svc.IssuePermission(ctx, a, yaps.RoleViewer, "v", nil)
+		require.NoError(t, err)
+		_, err = B.svc.Authenticate(ctx, ref, iss.Code) // now in B's cache
+		require.NoError(t, err)
+		require.NoError(t, A.svc.RevokePermission(ctx, a, iss.Permission.ID))
+		_, err = B.svc.Authenticate(ctx, ref, iss.Code)
+		require.Equal(t, yaps.EUNAUTHORIZED, yaps.ErrorCode(err), "round %d: B still accepts the revoked code", i)
+
+		if i%5 == 0 { // the owner code too, by rotation
+			_, err = B.svc.Authenticate(ctx, ref, owner)
+			require.NoError(t, err)
+			owner, err = A.svc.RotateOwner(ctx, a)
+			require.NoError(t, err)
+			_, err = B.svc.Authenticate(ctx, ref, cl.OwnerCode)
+			require.Equal(t, yaps.EUNAUTHORIZED, yaps.ErrorCode(err), "round %d: B still accepts the rotated owner code", i)
+			a, err = A.svc.Authenticate(ctx, ref, owner)
+			require.NoError(t, err)
+			cl.OwnerCode = owner
+		}
+	}
+}

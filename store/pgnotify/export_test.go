@@ -8,3 +8,6 @@ func Unsent(n *Notifier) int64 { return n.unsent.Load() }
 
 // CheckPeers runs one look in pg_stat_activity now.
 func CheckPeers(n *Notifier) { n.checkPeers(n.ctx) }
+
+// ShortHash is the channel tag in a listening connection's name.
+func ShortHash(s string) string { return shortHash(s) }

@@ -58,6 +58,15 @@
 // Each Notifier has a random process id (ID) stamped into what it
 // publishes; its own notices are dropped when they come back.
 //
+// # Confirmed notices
+//
+// PublishConfirmed (yaps.ConfirmingPublisher, used for revocations) adds a
+// nonce, {"s":sender,"c":nonce,...}, and waits for an ack,
+// {"s":listener,"ack":nonce}, from each other Notifier that
+// pg_stat_activity shows listening on the channel when it starts. A
+// listener sends the ack once its Listen callbacks have returned, so the
+// publisher knows the notice took effect everywhere.
+//
 // PublishBatch packs several notices into one payload,
 // {"s":sender,"b":[notice,...]} (each notice without its "s"), up to the
 // limit: Postgres spends about as much on one notification (queueing it,
@@ -155,6 +164,16 @@ type Notifier struct {
 	skipped []skippedNotice
 	loops   sync.WaitGroup // the presence loop
 	unsent  atomic.Int64   // notices skipped, for tests
+
+	// PublishConfirmed's waiters, by nonce: the peers yet to ack.
+	amu     sync.Mutex
+	waiters map[string]*ackWaiter
+}
+
+// ackWaiter is one PublishConfirmed call waiting for its acks.
+type ackWaiter struct {
+	pending map[string]bool // peer ids
+	done    chan struct{}   // closed once pending is empty
 }
 
 // skippedNotice is a notice not sent for lack of listeners.
@@ -211,7 +230,8 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
-	n := &Notifier{cfg: cfg, id: hex.EncodeToString(raw[:]), done: make(chan struct{}), subs: map[int]func(yaps.Notice){}}
+	n := &Notifier{cfg: cfg, id: hex.EncodeToString(raw[:]), done: make(chan struct{}), subs: map[int]func(yaps.Notice){},
+		waiters: map[string]*ackWaiter{}}
 	n.own = `{"s":"` + n.id + `"`
 
 	cc, err := pgx.ParseConfig(cfg.DSN)
@@ -274,14 +294,16 @@ func (n *Notifier) Close() error {
 // recognizes its own notices (every listener hears them) by their prefix
 // without decoding them.
 type wire struct {
-	S string          `json:"s,omitempty"`
-	K yaps.NoticeKind `json:"k,omitempty"`
-	R string          `json:"r,omitempty"`
-	Q int64           `json:"q,omitempty"`
-	P string          `json:"p,omitempty"`
-	A []byte          `json:"a,omitempty"`
-	B []wire          `json:"b,omitempty"` // a packed payload's notices, without S
-	H int             `json:"h,omitempty"` // 1: a hello (see Presence), nothing else set but S
+	S   string          `json:"s,omitempty"`
+	K   yaps.NoticeKind `json:"k,omitempty"`
+	R   string          `json:"r,omitempty"`
+	Q   int64           `json:"q,omitempty"`
+	P   string          `json:"p,omitempty"`
+	A   []byte          `json:"a,omitempty"`
+	B   []wire          `json:"b,omitempty"`   // a packed payload's notices, without S
+	H   int             `json:"h,omitempty"`   // 1: a hello (see Presence), nothing else set but S
+	C   string          `json:"c,omitempty"`   // PublishConfirmed: answer with an ack carrying C
+	Ack string          `json:"ack,omitempty"` // an ack of the notice with C = Ack, nothing else set but S
 }
 
 // Publish sends notice to the other processes on the channel (see the
@@ -339,6 +361,118 @@ func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) erro
 		}
 	}
 	return errors.Join(errs...)
+}
+
+var _ yaps.ConfirmingPublisher = (*Notifier)(nil)
+
+// ErrUnconfirmed is returned by PublishConfirmed when it cannot tell
+// whether every other process handled the notice: some did not ack it in
+// time, or the peers could not be listed.
+var ErrUnconfirmed = errors.New("pgnotify: not every process confirmed the notice")
+
+// PublishConfirmed implements yaps.ConfirmingPublisher. It lists the other
+// Notifiers listening on the channel (their connections in
+// pg_stat_activity, see Presence), publishes notice with a fresh nonce,
+// and returns nil once each of them has acked it: a listener acks a notice
+// that carries a nonce after its Listen callbacks returned, with a
+// notification of its own. With no other listener it sends nothing and
+// returns nil. It returns ErrUnconfirmed (wrapping ctx's error) when ctx
+// ends first, and ErrUnconfirmed at once when the peers cannot be listed
+// (the notice is then still published): a process that does not ack (one
+// from before acks, or one that hangs) makes the caller wait for ctx.
+func (n *Notifier) PublishConfirmed(ctx context.Context, notice yaps.Notice) error {
+	if n.ctx.Err() != nil {
+		return ErrClosed
+	}
+	peers, listed := n.peerIDs(ctx)
+	if listed && len(peers) == 0 {
+		return nil
+	}
+	item, err := n.encodeItem(notice)
+	if err != nil || item == nil {
+		return err
+	}
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	nonce := hex.EncodeToString(raw[:])
+	w := &ackWaiter{pending: map[string]bool{}, done: make(chan struct{})}
+	for _, id := range peers {
+		w.pending[id] = true
+	}
+	n.amu.Lock()
+	n.waiters[nonce] = w
+	n.amu.Unlock()
+	defer func() {
+		n.amu.Lock()
+		delete(n.waiters, nonce)
+		n.amu.Unlock()
+	}()
+	payload := n.own + `,"c":"` + nonce + `",` + string(item[1:])
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, payload); err != nil {
+		return fmt.Errorf("pgnotify: notify: %w", err)
+	}
+	if !listed {
+		return ErrUnconfirmed
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnconfirmed, ctx.Err())
+	case <-n.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// peerIDs returns the ids of the other Notifiers listening on the channel,
+// read from their connections' application_name; listed is false when
+// that cannot be known (the query failed, or the view does not show this
+// Notifier its own connection: a role without the right to see others).
+func (n *Notifier) peerIDs(ctx context.Context) (ids []string, listed bool) {
+	rows, err := n.pool.Query(ctx, `SELECT application_name FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name LIKE $1`,
+		"yaps-pgnotify-%-"+shortHash(n.cfg.Channel))
+	if err != nil {
+		return nil, false
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false
+	}
+	own := false
+	for _, name := range names {
+		if name == n.appName {
+			own = true
+			continue
+		}
+		if id := strings.TrimPrefix(name, "yaps-pgnotify-"); len(id) > 16 && id[16] == '-' {
+			ids = append(ids, id[:16])
+		}
+	}
+	return ids, own
+}
+
+// ack tells the publisher of the notice with nonce that it was handled.
+func (n *Notifier) ack(nonce string) {
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, n.own+`,"ack":"`+nonce+`"}`); err != nil {
+		n.cfg.Logger.Debug("pgnotify: ack failed", "channel", n.cfg.Channel, "err", err)
+	}
+}
+
+// acked records that peer handled the notice with nonce.
+func (n *Notifier) acked(nonce, peer string) {
+	n.amu.Lock()
+	defer n.amu.Unlock()
+	w := n.waiters[nonce]
+	if w == nil || !w.pending[peer] {
+		return
+	}
+	delete(w.pending, peer)
+	if len(w.pending) == 0 {
+		close(w.done)
+	}
 }
 
 // pack returns the payloads that carry items (encodeItem's output), in
@@ -462,6 +596,10 @@ func (n *Notifier) handle(payload string) {
 	if err == nil && w.S != "" && w.S != n.id {
 		n.heard()
 	}
+	if err == nil && w.Ack != "" {
+		n.acked(w.Ack, w.S)
+		return
+	}
 	if err == nil && w.H != 0 {
 		return
 	}
@@ -482,6 +620,10 @@ func (n *Notifier) handle(payload string) {
 		}
 	}
 	n.deliver(notices...)
+	if w.C != "" {
+		// Handled (deliver returned): say so, off the listening goroutine.
+		go n.ack(w.C)
+	}
 }
 
 // connect opens the listening connection and issues LISTEN.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,4 +409,65 @@ func TestPublishBatchPacks(t *testing.T) {
 	require.Positive(t, count)
 	require.LessOrEqual(t, count, total/7999+2, "payloads are filled up to the limit")
 	require.Less(t, count, len(want)/20, "%d notifications for %d notices", count, len(want))
+}
+
+// PublishConfirmed returns only once every other Notifier handled the
+// notice (its Listen callback returned); alone it returns at once; a
+// listener that looks like a Notifier but never acks makes it wait for its
+// context and report ErrUnconfirmed.
+func TestPublishConfirmed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := storetest.PostgresDSN(t)
+	pub := open(t, pgnotify.Config{DSN: dsn})
+	notice := yaps.Notice{Kind: yaps.NoticePermission, ListRef: "L", PermissionID: "P"}
+
+	start := time.Now()
+	require.NoError(t, pub.PublishConfirmed(ctx, notice), "alone: nobody to wait for")
+	require.Less(t, time.Since(start), time.Second)
+
+	// Two peers; one takes its time handling the notice.
+	slow, fast := open(t, pgnotify.Config{DSN: dsn}), open(t, pgnotify.Config{DSN: dsn})
+	var handled [2]atomic.Int32
+	for i, n := range []*pgnotify.Notifier{slow, fast} {
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- n.Listen(lctx, func(x yaps.Notice) {
+				if x.Kind != yaps.NoticePermission || x.PermissionID != "P" {
+					return
+				}
+				if i == 0 {
+					time.Sleep(150 * time.Millisecond)
+				}
+				handled[i].Add(1)
+			})
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	waitPeers(t, pub, slow, fast)
+	time.Sleep(20 * time.Millisecond) // let Listen register
+	for range 3 {
+		before := [2]int32{handled[0].Load(), handled[1].Load()}
+		require.NoError(t, pub.PublishConfirmed(ctx, notice))
+		require.Equal(t, before[0]+1, handled[0].Load(), "the slow peer handled it before the call returned")
+		require.Equal(t, before[1]+1, handled[1].Load(), "the fast peer handled it before the call returned")
+	}
+
+	// A listening connection named like a Notifier's that never acks.
+	cc, err := pgx.ParseConfig(dsn)
+	require.NoError(t, err)
+	cc.RuntimeParams["application_name"] = "yaps-pgnotify-0123456789abcdef-" + pgnotify.ShortHash(pub.Channel())
+	mute, err := pgx.ConnectConfig(ctx, cc)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mute.Close(context.Background()) })
+	_, err = mute.Exec(ctx, "LISTEN "+pgx.Identifier{pub.Channel()}.Sanitize())
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	before := handled[1].Load()
+	err = pub.PublishConfirmed(wctx, notice)
+	require.ErrorIs(t, err, pgnotify.ErrUnconfirmed)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, before+1, handled[1].Load(), "the others still heard it")
 }
