@@ -124,7 +124,8 @@ func TestBodiesOfBodilessOperations(t *testing.T) {
 }
 
 // TestTextRules: C1 controls (NEL among them) are control characters like
-// C0 ones; RFC 3339's lower-case t and z are date-times.
+// C0 ones; RFC 3339's lower-case t and z are date-times, offsets of
+// ±24:00 are not; the messages name the problem.
 func TestTextRules(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
@@ -137,5 +138,28 @@ func TestTextRules(t *testing.T) {
 		e.addYap(ref, owner, task("a\u007eb\u00a0c"))
 		y := e.addYap(ref, owner, map[string]any{"kind": "task", "content": "x", "status": "open", "dueAt": "2026-01-01t10:00:00z"})
 		require.Equal(t, "2026-01-01T10:00:00.000Z", y["dueAt"])
+		// RFC 3339 offsets run to ±23:59 (Go's parser takes ±24:xx too).
+		y = e.addYap(ref, owner, map[string]any{"kind": "task", "content": "x", "status": "open", "dueAt": "2026-01-01T00:00:00-23:59"})
+		require.Equal(t, "2026-01-01T23:59:00.000Z", y["dueAt"])
+		for _, due := range []string{"2026-01-01T00:00:00-24:00", "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+24:30"} {
+			r := e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner,
+				Body: map[string]any{"kind": "task", "content": "x", "status": "open", "dueAt": due}})
+			expectProblem(t, r, http.StatusBadRequest, "bad_request")
+			require.Contains(t, r.JSON["detail"], "dueAt must be an RFC 3339 date-time", due)
+		}
+		// Messages that name the actual problem.
+		for _, c := range []struct {
+			body map[string]any
+			want string
+		}{
+			{map[string]any{"kind": "note", "body": "a\r\nb"}, "body must not contain CR; line breaks are LF"},
+			{map[string]any{"kind": "task", "content": "a\nb", "status": "open"}, "content must be a single line (no CR or LF)"},
+			{map[string]any{"kind": "event", "title": "t"}, "startsAt is required for an event"},
+			{map[string]any{"kind": "task", "content": "x"}, "status is required for a task"},
+		} {
+			r := e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: c.body})
+			expectProblem(t, r, http.StatusBadRequest, "bad_request")
+			require.Equal(t, c.want, r.JSON["detail"])
+		}
 	})
 }

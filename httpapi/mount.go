@@ -699,17 +699,17 @@ func intPtr(n int) *int { return &n }
 
 // CreateListRequest is the body of POST /lists.
 type CreateListRequest struct {
-	Title string `json:"title,omitempty" maxLength:"200" doc:"Display title"`
-	Name  string `json:"name,omitempty" maxLength:"200" doc:"Alias of title"`
-	Kind  string `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events" doc:"List kind; plural spellings accepted and stored singular; default task"`
+	Title *string `json:"title,omitempty" maxLength:"200" nullable:"true" doc:"Display title; null is the empty title"`
+	Name  *string `json:"name,omitempty" maxLength:"200" nullable:"true" doc:"Alias of title"`
+	Kind  string  `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events" doc:"List kind; plural spellings accepted and stored singular; default task"`
 }
 
 // PatchListRequest is the body of PATCH /lists/{ref}. It lists the
 // read-only members of a List too: a client may send back what it read,
 // and the server ignores them (any value), while other members are 400.
 type PatchListRequest struct {
-	Title      string  `json:"title,omitempty" maxLength:"200"`
-	Name       string  `json:"name,omitempty" maxLength:"200" doc:"Alias of title"`
+	Title      *string `json:"title,omitempty" maxLength:"200" nullable:"true" doc:"null sets the empty title"`
+	Name       *string `json:"name,omitempty" maxLength:"200" nullable:"true" doc:"Alias of title"`
 	Kind       string  `json:"kind,omitempty" enum:"task,note,event,tasks,notes,events"`
 	ArchivedAt *string `json:"archivedAt,omitempty" format:"date-time" nullable:"true" doc:"A date-time archives the list, null unarchives it"`
 
@@ -746,6 +746,6 @@ type YapRequest struct {
 // IssuePermissionRequest is the body of POST /lists/{ref}/permissions.
 type IssuePermissionRequest struct {
 	Role   string   `json:"role" enum:"owner,editor,viewer,agent"`
-	Label  string   `json:"label,omitempty" maxLength:"200"`
+	Label  *string  `json:"label,omitempty" maxLength:"200" nullable:"true" doc:"null is the empty label"`
 	Scopes []string `json:"scopes,omitempty" enum:"tasks:write,yaps:write" doc:"Agent codes only; default tasks:write"`
 }

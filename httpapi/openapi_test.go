@@ -406,6 +406,9 @@ func TestOpenAPIReadOnlyMembers(t *testing.T) {
 		{"patch with the read event", "PATCH", "/lists/{ref}/yaps/{yapId}", "/lists/" + ref + "/yaps/" + event["id"].(string), readEvent.Body, 200},
 		{"patch list with the read list", "PATCH", "/lists/{ref}", "/lists/" + ref, readList, 200},
 		{"patch list with ref and docVersion", "PATCH", "/lists/{ref}", "/lists/" + ref, []byte(`{"ref":"` + ref + `","docVersion":5,"title":"q"}`), 200},
+		{"null title on create", "POST", "/lists", "/lists", []byte(`{"title":null}`), 201},
+		{"null title on patch", "PATCH", "/lists/{ref}", "/lists/" + ref, []byte(`{"title":null,"name":null}`), 200},
+		{"null label", "POST", "/lists/{ref}/permissions", "/lists/" + ref + "/permissions", []byte(`{"role":"viewer","label":null}`), 201},
 		{"unknown yap member", "POST", "/lists/{ref}/yaps", "/lists/" + ref + "/yaps", []byte(`{"kind":"task","content":"d","status":"open","x":1}`), 400},
 		{"unknown list member", "PATCH", "/lists/{ref}", "/lists/" + ref, []byte(`{"x":1}`), 400},
 	} {

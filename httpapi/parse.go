@@ -172,7 +172,8 @@ func (o *object) use(name string) {
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
 
 // text reads a string member. mode says which control characters are
-// allowed: lineText allows none but tab, multiText also CR and LF.
+// allowed: lineText allows none but tab, multiText also LF. (CR is refused
+// by the core's validation with its own message.)
 func (o *object) text(name string, mode textMode) (yaps.Field[string], error) {
 	v, ok := o.raw(name)
 	if !ok {
@@ -232,7 +233,7 @@ type textMode int
 
 const (
 	lineText  textMode = iota // one line: no control characters except tab
-	multiText                 // CR, LF and tab allowed
+	multiText                 // LF and tab allowed (CR passes here; the core refuses it)
 )
 
 // checkText rejects NUL and other control characters that have no business
@@ -245,7 +246,7 @@ func checkText(name, s string, mode textMode) error {
 		switch {
 		case r == '\t':
 		case r == '\n' || r == '\r':
-			if mode != multiText {
+			if mode != multiText { // multiText: the core judges CR
 				return errInvalid("%s must be a single line (no CR or LF)", name)
 			}
 		case r < 0x20 || (r >= 0x7f && r <= 0x9f):

@@ -266,7 +266,8 @@ func ParseTime(field, s string) (time.Time, error) {
 		s = strings.ToUpper(s)
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	// Go accepts offsets up to ±24:59; RFC 3339's time-hour ends at 23.
+	if _, off := t.Zone(); err != nil || off <= -24*3600 || off >= 24*3600 {
 		return time.Time{}, Errorf(EINVALID, "%s must be an RFC 3339 date-time", field)
 	}
 	return Truncate(t), nil

@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -44,6 +45,8 @@ func checkText(field, s string, max int, multiLine bool) error {
 			switch {
 			case r == '\t':
 			case r == '\n' && multiLine:
+			case r == '\r' && multiLine:
+				return Errorf(EINVALID, "%s must not contain CR; line breaks are LF", field)
 			case r == '\n' || r == '\r':
 				return Errorf(EINVALID, "%s must be a single line", field)
 			default:
@@ -192,7 +195,7 @@ func applyFields(y *Yap, f *YapFields, create bool) error {
 			return Errorf(EINVALID, "%s cannot be null", name)
 		}
 		if create && !present {
-			return Errorf(EINVALID, "%s is required for a %s", name, y.Kind)
+			return Errorf(EINVALID, "%s is required for %s %s", name, article(string(y.Kind)), y.Kind)
 		}
 		return nil
 	}
@@ -275,4 +278,12 @@ func timePtrOrNil(f Field[time.Time]) *time.Time {
 	}
 	t := Truncate(f.Value)
 	return &t
+}
+
+// article is the indefinite article before word in a message.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
