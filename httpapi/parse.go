@@ -246,7 +246,7 @@ func checkText(name, s string, mode textMode) error {
 		switch {
 		case r == '\t':
 		case r == '\n' || r == '\r':
-			if mode != multiText { // multiText: the core judges CR
+			if mode != multiText {
 				return errInvalid("%s must be a single line (no CR or LF)", name)
 			}
 		case r < 0x20 || (r >= 0x7f && r <= 0x9f):

@@ -40,6 +40,16 @@ func newProc(t *testing.T, dsn string) *proc {
 	return p
 }
 
+// twoProcs is two processes on one fresh schema (dsn), their services
+// listening.
+func twoProcs(t *testing.T) (dsn string, A, B *proc) {
+	t.Helper()
+	dsn = storetest.PostgresDSN(t)
+	A, B = newProc(t, dsn), newProc(t, dsn)
+	time.Sleep(50 * time.Millisecond) // the services' Listen calls register
+	return dsn, A, B
+}
+
 func (p *proc) next(t *testing.T, kind yaps.EventKind, within time.Duration) yaps.Event {
 	t.Helper()
 	deadline := time.After(within)
@@ -61,10 +71,8 @@ func (p *proc) next(t *testing.T, kind yaps.EventKind, within time.Duration) yap
 // awareness, and a killed listening connection loses nothing.
 func TestTwoProcessesOnePostgres(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
-	A, B := newProc(t, dsn), newProc(t, dsn)
-	time.Sleep(50 * time.Millisecond) // the services' Listen calls register
+	dsn, A, B := twoProcs(t)
 
 	cl, err := A.svc.CreateList(ctx, yaps.CreateListInput{Title: yaps.Set("shared")})
 	require.NoError(t, err)
@@ -134,10 +142,8 @@ func TestTwoProcessesOnePostgres(t *testing.T) {
 // on A returns, B, which has the code in its auth cache, refuses it.
 func TestRevocationIsAtOnceOnEveryProcess(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
-	A, B := newProc(t, dsn), newProc(t, dsn)
-	time.Sleep(50 * time.Millisecond) // the services' Listen calls register
+	_, A, B := twoProcs(t)
 	cl, err := A.svc.CreateList(ctx, yaps.CreateListInput{Title: yaps.Set("shared")})
 	require.NoError(t, err)
 	ref, owner := cl.List.Ref, cl.OwnerCode

@@ -384,7 +384,8 @@ func (n *Notifier) PublishConfirmed(ctx context.Context, notice yaps.Notice) err
 	if n.ctx.Err() != nil {
 		return ErrClosed
 	}
-	peers, listed := n.peerIDs(ctx)
+	peers, _, own, err := n.listeners(ctx)
+	listed := err == nil && own
 	if listed && len(peers) == 0 {
 		return nil
 	}
@@ -424,32 +425,36 @@ func (n *Notifier) PublishConfirmed(ctx context.Context, notice yaps.Notice) err
 	}
 }
 
-// peerIDs returns the ids of the other Notifiers listening on the channel,
-// read from their connections' application_name; listed is false when
-// that cannot be known (the query failed, or the view does not show this
-// Notifier its own connection: a role without the right to see others).
-func (n *Notifier) peerIDs(ctx context.Context) (ids []string, listed bool) {
+// listeners reads the channel's listening connections from
+// pg_stat_activity: the other Notifiers' ids (from their application_name),
+// how many Notifiers from before presence listen (their names carry no
+// channel tag, so they may be on this channel), and whether the view shows
+// this Notifier its own connection (it does not to a role without the
+// right to see others' sessions, which then learns nothing from it).
+func (n *Notifier) listeners(ctx context.Context) (ids []string, legacy int, own bool, err error) {
 	rows, err := n.pool.Query(ctx, `SELECT application_name FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name LIKE $1`,
+		WHERE datname = current_database() AND (application_name LIKE $1
+			OR application_name ~ '^yaps-pgnotify-[0-9a-f]{16}$')`,
 		"yaps-pgnotify-%-"+shortHash(n.cfg.Channel))
 	if err != nil {
-		return nil, false
+		return nil, 0, false, err
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, false
+		return nil, 0, false, err
 	}
-	own := false
 	for _, name := range names {
-		if name == n.appName {
+		id := strings.TrimPrefix(name, "yaps-pgnotify-")
+		switch {
+		case name == n.appName:
 			own = true
-			continue
-		}
-		if id := strings.TrimPrefix(name, "yaps-pgnotify-"); len(id) > 16 && id[16] == '-' {
+		case len(id) > 16 && id[16] == '-':
 			ids = append(ids, id[:16])
+		default: // from before presence
+			legacy++
 		}
 	}
-	return ids, own
+	return ids, legacy, own, nil
 }
 
 // ack tells the publisher of the notice with nonce that it was handled.
@@ -784,13 +789,8 @@ func (n *Notifier) checkPeers(ctx context.Context) {
 	n.pmu.Lock()
 	before := n.heardN
 	n.pmu.Unlock()
-	var own, others int
-	err := n.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE application_name = $1),
-		count(*) FILTER (WHERE application_name <> $1 AND (application_name LIKE $2
-			OR application_name ~ '^yaps-pgnotify-[0-9a-f]{16}$')) -- Notifiers from before presence
-		FROM pg_stat_activity WHERE datname = current_database()`,
-		n.appName, "yaps-pgnotify-%-"+shortHash(n.cfg.Channel)).Scan(&own, &others)
-	present := err != nil || own == 0 || others > 0
+	ids, legacy, own, err := n.listeners(ctx)
+	present := err != nil || !own || len(ids)+legacy > 0
 	n.pmu.Lock()
 	var replay []yaps.Notice
 	if present || n.heardN == before {
