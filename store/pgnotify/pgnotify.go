@@ -378,14 +378,15 @@ var ErrUnconfirmed = errors.New("pgnotify: not every process confirmed the notic
 // notification of its own. With no other listener it sends nothing and
 // returns nil. It returns ErrUnconfirmed (wrapping ctx's error) when ctx
 // ends first, and ErrUnconfirmed at once when the peers cannot be listed
-// (the notice is then still published): a process that does not ack (one
-// from before acks, or one that hangs) makes the caller wait for ctx.
+// or one of them is a Notifier from before presence, which cannot ack (the
+// notice is then still published): a process that does not ack (one from
+// before acks, or one that hangs) makes the caller wait for ctx.
 func (n *Notifier) PublishConfirmed(ctx context.Context, notice yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
 	}
-	peers, _, own, err := n.listeners(ctx)
-	listed := err == nil && own
+	peers, legacy, own, err := n.listeners(ctx)
+	listed := err == nil && own && legacy == 0 // a Notifier from before acks never acks
 	if listed && len(peers) == 0 {
 		return nil
 	}

@@ -470,4 +470,19 @@ func TestPublishConfirmed(t *testing.T) {
 	require.ErrorIs(t, err, pgnotify.ErrUnconfirmed)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, before+1, handled[1].Load(), "the others still heard it")
+	require.NoError(t, mute.Close(ctx))
+
+	// A Notifier from before presence (no channel tag in its name) may
+	// listen on this channel and cannot ack: unconfirmed at once.
+	cc.RuntimeParams["application_name"] = "yaps-pgnotify-0123456789abcdef"
+	old, err := pgx.ConnectConfig(ctx, cc)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = old.Close(context.Background()) })
+	_, err = old.Exec(ctx, "LISTEN "+pgx.Identifier{pub.Channel()}.Sanitize())
+	require.NoError(t, err)
+	before = handled[1].Load()
+	err = pub.PublishConfirmed(ctx, notice)
+	require.ErrorIs(t, err, pgnotify.ErrUnconfirmed)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "not waited for: it cannot ack")
+	require.Eventually(t, func() bool { return handled[1].Load() == before+1 }, 2*time.Second, 5*time.Millisecond, "the others still heard it")
 }
