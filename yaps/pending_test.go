@@ -186,3 +186,36 @@ func TestAgentCannotPlantPendingEdit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "hello world", got2.Body)
 }
+
+// TestStoredPendingDataDoesNotBlockWholeUpdates: a list stored before
+// pending updates were refused may hold pending data of two clients. An
+// update that integrates whole and resolves one of them changes the
+// pending set; it is accepted, not taken for an update that went pending.
+func TestStoredPendingDataDoesNotBlockWholeUpdates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.list()
+	ref := a.List.Ref
+	dA, dB := docOf(t, e, a), docOf(t, e, a)
+	upsA := edits(t, dA, createT1("hello"), func(d *yjs.Doc) { c := text(t, ymap(t, d, "t1"), "content"); c.Insert(c.Len(), " A", nil) })
+	upsB := edits(t, dB, func(d *yjs.Doc) { createTask(d, "t2", "bye") }, func(d *yjs.Doc) { c := text(t, ymap(t, d, "t2"), "content"); c.Insert(c.Len(), " B", nil) })
+	// As stored then: each client's second update, without its first.
+	require.NoError(t, e.store.Update(e.ctx, ref, func(tx yaps.Tx) error {
+		l := *tx.List()
+		for _, u := range [][]byte{upsA[1], upsB[1]} {
+			seq, err := tx.AppendUpdate(u)
+			if err != nil {
+				return err
+			}
+			l.DocVersion = seq
+		}
+		return tx.SaveList(&l)
+	}))
+	s2 := e.secondProcess() // loads the list from the store
+	require.NoError(t, s2.ApplyUpdate(e.ctx, a, upsA[0], nil))
+	got, err := s2.EncodeState(e.ctx, ref, nil)
+	require.NoError(t, err)
+	d := yjs.NewDoc()
+	require.NoError(t, d.ApplyUpdate(got, nil))
+	require.Equal(t, "hello A", text(t, ymap(t, d, "t1"), "content").String())
+}
