@@ -143,31 +143,26 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		actors[j] = ups[i].Actor
 	}
 	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
-	refused := make([]error, len(ups))
 	err := s.writeAs(ctx, ref, actors, func(w *writeOp) error {
 		if err := writable(&w.list); err != nil {
 			return err
 		}
 		w.batch = &batchView{yaps: map[string]*Yap{}}
-		clear(refused) // fn may run again (write ahead, then in the transaction)
+		// fn may run again (write ahead, then in the transaction): each
+		// run sets every errs[i] of ok, or fails and the loop below does.
 		for _, i := range ok {
 			w.actor = ups[i].Actor
-			err := w.applyClientUpdate(ups[i].Update, ups[i].Origin)
-			if err == errDependsOnMissing {
-				refused[i] = err // untouched: the others still stand
-				continue
+			errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin)
+			if errs[i] == errDependsOnMissing {
+				continue // untouched: the others still stand
 			}
-			if err != nil {
-				return err
+			if errs[i] != nil {
+				return errs[i]
 			}
 		}
 		return nil
 	})
-	if err == nil {
-		for _, i := range ok {
-			errs[i] = refused[i]
-		}
-	} else {
+	if err != nil {
 		for _, i := range ok {
 			u := ups[i]
 			errs[i] = s.ApplyUpdate(ctx, u.Actor, u.Update, u.Origin)
@@ -224,7 +219,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	// whether it deleted anything that was there before.
 	var foreignIns yjs.IDSet
 	foreignDel := false
-	agent := a.can(opWriteOther, "") != nil // an agent: only yaps
+	agent := !allowed(a.Permission, opWriteOther, "") // an agent: only yaps
 	first := true
 	unA := d.OnAfterTransaction(func(tx *yjs.Transaction) {
 		if tx.HasChanges() {
@@ -292,15 +287,13 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		w.dirty = wasDirty // a duplicate: nothing integrated
 		return nil
 	}
-	if agent {
-		// An agent's scope names yap kinds; root types outside the schema
-		// (R9 keeps and relays them) are not in any scope. What it inserted
-		// there is deleted again below, like an invalid yap is compensated,
-		// so its Y.Doc stays in step with the list. What it deleted there
-		// cannot be put back in general, so such an update is refused whole.
-		if foreignDel {
-			return Errorf(EFORBIDDEN, "an agent code may only change yaps")
-		}
+	// An agent's scope names yap kinds; root types outside the schema (R9
+	// keeps and relays them) are not in any scope. What it inserted there is
+	// deleted again below, like an invalid yap is compensated, so its Y.Doc
+	// stays in step with the list. What it deleted there cannot be put back
+	// in general, so such an update is refused whole. (Set for agents only.)
+	if foreignDel {
+		return Errorf(EFORBIDDEN, "an agent code may only change yaps")
 	}
 	if w.limits && d.ClockSum() > clock0 {
 		w.grew = true // for checkLimits
