@@ -155,3 +155,41 @@ func TestAwarenessHoldSurvivesTrim(t *testing.T) {
 	sendAwareness(other, AwarenessEntry{ClientID: 8, Clock: 1, State: `{"mine":1}`})
 	require.Equal(t, map[uint64]string{8: `{"mine":1}`}, awarenessMap(t, observer.nextOf(MsgAwareness)), "ID 7 was taken")
 }
+
+// TestHeldAwarenessIDsDoNotMakeEveryIDSweep: when IDs held for codes that
+// left fill the table to its sweep threshold, a sweep cannot shrink it; the
+// next sweep waits until the table doubled instead of walking it for every
+// new ID (a flood of unknown IDs would otherwise hold the room lock for a
+// walk of thousands of entries per ID).
+func TestHeldAwarenessIDsDoNotMakeEveryIDSweep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{AwarenessTimeout: time.Minute, MaxAwarenessStates: 4, MessagesPerSecond: -1})
+	c := e.dial(t, "L1", "owner")
+	rm := e.srv.room("L1")
+	var from *conn
+	for _, x := range *rm.snapshot.Load() {
+		from = x
+	}
+	require.NotNil(t, from)
+	rm.mu.Lock()
+	for i := range 8 { // 2*MaxAwarenessStates, all held
+		rm.aw[uint64(1000+i)] = &awState{clock: 2, lastPerm: "gone", heldUntil: time.Now().Add(time.Minute)}
+	}
+	rm.mu.Unlock()
+	for id := uint64(1); id <= 40; id++ {
+		require.NoError(t, rm.applyAwareness(from, EncodeAwareness([]AwarenessEntry{{ClientID: id, Clock: 1, State: "null"}})))
+	}
+	rm.mu.Lock()
+	sweeps, held := rm.sweeps, 0
+	for id := range rm.aw {
+		if id >= 1000 {
+			held++
+		}
+	}
+	rm.mu.Unlock()
+	require.Equal(t, 8, held, "held IDs survive the sweeps")
+	// A sweep leaves the 8 held IDs and waits for the table to double: one
+	// per 8 new IDs (40 without the wait, one per ID).
+	require.LessOrEqual(t, sweeps, 40/8+1, "a sweep per doubling, not per ID")
+	_ = c
+}

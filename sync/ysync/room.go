@@ -33,6 +33,8 @@ type room struct {
 	aw      map[uint64]*awState
 	live    int // entries of aw with a state
 	awBytes int // JSON bytes of those states (MaxAwarenessRoomBytes)
+	trimAt  int // len(aw) at which trimLocked sweeps next (past 2*MaxAwarenessStates)
+	sweeps  int // trimLocked's sweeps, for tests
 	// awFrame is the awareness message with every current state, built
 	// once and shared (never modified) by every joiner and query-awareness
 	// answer until the table changes; nil when it must be rebuilt.
@@ -341,7 +343,13 @@ func (st *awState) heldFrom(from *conn, now time.Time) bool {
 	}
 	// Its owner left: the ID stays its code's for a while, or whoever saw
 	// the removal could take it before the client reconnects.
-	return st.lastPerm != "" && st.lastPerm != from.permID && now.Before(st.heldUntil)
+	return st.heldAfterLeave(now) && st.lastPerm != from.permID
+}
+
+// heldAfterLeave reports whether st is still held for the code of the
+// connection that left it (see heldFrom).
+func (st *awState) heldAfterLeave(now time.Time) bool {
+	return st.lastPerm != "" && now.Before(st.heldUntil)
 }
 
 // takes reports whether entry e from connection from (nil: another
@@ -376,15 +384,19 @@ func (r *room) growthLocked(from *conn, entries []AwarenessEntry, now time.Time)
 // code of a connection that left (heldFrom) is kept: forgetting it would
 // let another code take it before the client reconnects.
 func (r *room) trimLocked() {
-	if len(r.aw) < 2*r.s.cfg.MaxAwarenessStates {
+	if len(r.aw) < max(r.trimAt, 2*r.s.cfg.MaxAwarenessStates) {
 		return
 	}
 	now := time.Now()
+	r.sweeps++
 	for id, st := range r.aw {
-		if st.state == "" && !(st.lastPerm != "" && now.Before(st.heldUntil)) {
+		if st.state == "" && !st.heldAfterLeave(now) {
 			delete(r.aw, id)
 		}
 	}
+	// Held IDs stay: sweep again only once the table doubled, so a table
+	// full of them is not walked for every ID added.
+	r.trimAt = 2 * len(r.aw)
 }
 
 // expireLocked removes the remote states not renewed within
