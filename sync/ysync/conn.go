@@ -224,7 +224,10 @@ func (c *conn) closeWith(code int, reason string) {
 // (gorilla's reader is done with it) before closing.
 func (c *conn) keepOpenOnClose() bool {
 	if c.ctx.Err() != nil {
-		return false // disconnect already ran
+		// Disconnect ran: after a frame over the limit it is draining the
+		// socket, and closes it itself when done (closing it here, under
+		// the drain, would reset it with the client's bytes unread).
+		return c.readLimitHit.Load()
 	}
 	if !c.closing.Load() && !c.gorillaClosed.Load() && !c.readLimitHit.Load() {
 		return false // no close frame of ours or gorilla's
