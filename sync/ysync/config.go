@@ -45,8 +45,8 @@ type Config struct {
 	// per room (and per process) under yaps.AddressKey of the address
 	// ClientIP returns, the key the rate limits count addresses by (an
 	// IPv6 address by its /64, an IPv4 one in full, an IPv4 client behind
-	// NAT64 or Teredo as itself). It is not a cap per code: one code is legitimately
-	// shared by many people (a public viewer link). Past it
+	// NAT64 or Teredo as itself). It is not a cap per code: one code is
+	// legitimately shared by many people (a public viewer link). Past it
 	// the connection is refused with 429 rate_limited and Retry-After: 5
 	// (a limit on this client, not a lack of server capacity). Behind a
 	// reverse proxy, ClientIP must name the real client, or every client

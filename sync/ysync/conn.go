@@ -114,10 +114,11 @@ func (c *conn) setActor(a *yaps.Actor) (writable bool) {
 	return false
 }
 
-// resync sends our sync step 1, with the state vector sv returns, to a
-// connection that became writable again. Its client may have edited while
-// it was read-only: those edits were refused and exist only on the client,
-// and its next edits depend on them. The client answers with a step 2
+// resync sends our sync step 1, with the state vector stateVector
+// returns, to a connection that became writable again. Its client may have
+// edited while it was read-only: those edits were refused and exist only
+// on the client, and its next edits depend on them. The client answers
+// with a step 2
 // holding everything we lack, which is then applied like any write.
 func (c *conn) resync(stateVector func() ([]byte, error)) {
 	sv, err := stateVector()

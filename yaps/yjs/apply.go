@@ -58,10 +58,7 @@ func (d *Doc) integrable(du *decodedUpdate) bool {
 		}
 	}
 	var stack []int
-	for start, b := range ck.blocks {
-		if ck.find(b.client) != start {
-			continue // a client repeated in an update counts once, by its last block, as in integrateStructs
-		}
+	for start := range ck.blocks {
 		stack = append(stack[:0], start)
 		ck.progress[start].onStack = true
 		for len(stack) > 0 {
@@ -120,7 +117,8 @@ const (
 	stepStuck
 )
 
-// find returns the block of client c (the last one), -1 for none.
+// find returns the block of client c (decoding refuses a repeated
+// client), -1 for none.
 func (ck *integrableCheck) find(c uint64) int {
 	if ck.byClient != nil {
 		if i, ok := ck.byClient[c]; ok {
