@@ -118,8 +118,8 @@ func (c *conn) setActor(a *yaps.Actor) (writable bool) {
 // returns, to a connection that became writable again. Its client may have
 // edited while it was read-only: those edits were refused and exist only
 // on the client, and its next edits depend on them. The client answers
-// with a step 2
-// holding everything we lack, which is then applied like any write.
+// with a step 2 holding everything we lack, which is then applied like any
+// write.
 func (c *conn) resync(stateVector func() ([]byte, error)) {
 	sv, err := stateVector()
 	if err != nil {
