@@ -67,6 +67,22 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 	return out, err
 }
 
+// Holds reports whether the list document already has everything update
+// holds (yjs Doc.Holds): applying it would change nothing. A malformed
+// update is EINVALID.
+func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, error) {
+	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
+	var held bool
+	err := s.withDoc(ctx, ref, func(e *docEntry) error {
+		var err error
+		if held, err = e.doc.Holds(update); err != nil {
+			return Errorf(EINVALID, "the document update is malformed")
+		}
+		return nil
+	})
+	return held, err
+}
+
 // ApplyUpdate applies a client's Yjs update (RULINGS R9, R10): the actor
 // must be able to write (EFORBIDDEN otherwise, nothing applied; also on an
 // archived list). The update is applied to the list document; every yap it

@@ -415,8 +415,9 @@ func (c *conn) write(syncType uint64, update []byte) {
 		// A step 2 is the client's answer to our step 1. A read-only
 		// client that reconnects with a synced document answers with
 		// structs we already have plus its whole delete set; that is not
-		// an attempt to write, so it is dropped without a denial.
-		if syncType == SyncStep2 && c.knownStructs(update) {
+		// an attempt to write, so it is dropped without a denial. One that
+		// holds anything new, a deletion included, is.
+		if syncType == SyncStep2 && c.held(update) {
 			return
 		}
 		c.deny()
@@ -643,31 +644,13 @@ func (r *room) apply(batch []queuedUpdate) {
 	}
 }
 
-// knownStructs reports whether the server already has every struct of
-// update: each client's structs end within the document's state vector.
-// (Not the update's own state vector, which leaves out a client whose
-// structs do not start at clock 0.)
-func (c *conn) knownStructs(update []byte) bool {
-	_, theirs, err := yjs.ParseUpdateMeta(update)
-	if err != nil {
-		return false
-	}
+// held reports whether the server's document already has everything
+// update holds (structs and deletions), so applying it changes nothing.
+func (c *conn) held(update []byte) bool {
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.OpTimeout)
-	svb, err := c.s.svc.StateVector(ctx, c.room.ref)
-	cancel()
-	if err != nil {
-		return false
-	}
-	ours, err := yjs.DecodeStateVector(svb)
-	if err != nil {
-		return false
-	}
-	for client, clock := range theirs {
-		if ours[client] < clock {
-			return false
-		}
-	}
-	return true
+	defer cancel()
+	ok, err := c.s.svc.Holds(ctx, c.room.ref, update)
+	return err == nil && ok
 }
 
 // deny answers the first refused write with auth "permission denied".

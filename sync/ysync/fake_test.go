@@ -83,6 +83,19 @@ func (f *fakeService) StateVector(_ context.Context, ref string) ([]byte, error)
 	return []byte{byte(len(f.lists[ref].updates))}, nil
 }
 
+// Holds reports whether update is byte for byte one the list has stored
+// (the fake's updates are opaque).
+func (f *fakeService) Holds(_ context.Context, ref string, update []byte) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, u := range f.lists[ref].updates {
+		if bytes.Equal(u, update) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // EncodeState returns all updates joined (not a valid Yjs update; the tests
 // only compare bytes).
 func (f *fakeService) EncodeState(_ context.Context, ref string, sv []byte) ([]byte, error) {

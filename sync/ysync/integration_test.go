@@ -220,6 +220,28 @@ func TestViewerStep2WithLaterStructsIsAWrite(t *testing.T) {
 	require.Equal(t, "permission denied", c.nextOf(MsgAuth).Reason)
 }
 
+// A viewer's step 2 that holds only a deletion (no new structs) is a
+// write too: denied, and the server keeps the yap.
+func TestViewerStep2WithOnlyADeletionIsAWrite(t *testing.T) {
+	t.Parallel()
+	st, ref, owner, viewer, id := viewerAndTask(t)
+
+	p := newPeer(t, st.dial(ref, viewer))
+	p.until(func() bool { return yapField(p.doc, id, "content") == "oat milk" })
+	full, err := p.doc.EncodeStateAsUpdate(nil)
+	require.NoError(t, err)
+	local := yjs.NewDoc()
+	require.NoError(t, local.ApplyUpdate(full, nil))
+	local.GetMap("yaps").Delete(id)
+	deletion, err := local.EncodeStateAsUpdate(local.EncodeStateVector())
+	require.NoError(t, err)
+
+	c := st.dial(ref, viewer)
+	c.write(AppendSyncStep2(nil, deletion))
+	require.Equal(t, "permission denied", c.nextOf(MsgAuth).Reason)
+	st.do("GET", "/lists/"+ref+"/yaps/"+id, owner, nil, 200)
+}
+
 // A burst of updates from one client is stored in fewer writes (merged),
 // and every peer ends with every edit.
 func TestBurstIsMerged(t *testing.T) {

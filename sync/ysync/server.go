@@ -27,6 +27,7 @@ type backend interface {
 	Authenticate(ctx context.Context, ref, code string) (*yaps.Actor, error)
 	CanWrite(a *yaps.Actor) bool
 	StateVector(ctx context.Context, ref string) ([]byte, error)
+	Holds(ctx context.Context, ref string, update []byte) (bool, error)
 	EncodeState(ctx context.Context, ref string, stateVector []byte) ([]byte, error)
 	ApplyUpdates(ctx context.Context, ref string, ups []yaps.ClientUpdate) []error
 	Subscribe(fn func(yaps.Event)) (unsubscribe func())

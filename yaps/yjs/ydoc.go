@@ -309,6 +309,49 @@ func (d *Doc) Pending() (structs, deletes []byte) {
 	return structs, d.pendingDs
 }
 
+// Holds reports whether d already has everything update holds: each of
+// its structs, and each of its deletions applied. Applying such an update
+// changes nothing. A read-only sync client that reconnects answers the
+// server's step 1 with such an update (its whole delete set, the structs
+// it has), which is not an attempt to write. Deletions of structs d does
+// not have, or has not deleted, are not held.
+func (d *Doc) Holds(update []byte) (bool, error) {
+	du, err := decodeUpdateRaw(update)
+	if err != nil {
+		return false, err
+	}
+	store := &d.store
+	for _, b := range du.blocks {
+		if n := len(b.refs); n > 0 {
+			last := b.refs[n-1].it
+			if last.id.clock+last.length > store.getState(b.client) {
+				return false, nil
+			}
+		}
+	}
+	for _, cd := range du.ds.clients {
+		cs := store.clients[cd.client]
+		state := store.getState(cd.client)
+		for _, r := range cd.dels {
+			end := r.clock + r.length
+			if end > state {
+				return false, nil
+			}
+			// Structs are contiguous per client: walk those the range covers.
+			for i := cs.findIndex(r.clock); i >= 0 && i < cs.len(); i++ {
+				st := cs.at(i)
+				if st.id.clock >= end {
+					break
+				}
+				if !st.deleted() {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
 // ClockSum returns the sum of the document's state vector: it grows with
 // everything ever inserted and never shrinks, so comparing it before and
 // after a change tells insertions from deletions. It allocates nothing.
