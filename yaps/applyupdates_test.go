@@ -144,9 +144,9 @@ func TestApplyUpdatesCompensatesAgainstEarlierUpdates(t *testing.T) {
 				ymap(t, d, y.ID).Set("status", "later") // invalid
 			}),
 			clientUpdate(t, agent, docOf(t, e, agent), "agent", func(d *yjs.Doc) {
-				d.GetMap("list").Set("title", "Mine")      // agents may not rename
-				d.GetMap("yaps").Delete(n.ID)              // nor remove notes
-				ymap(t, d, y.ID).Set("priority", "urgent") // invalid value
+				d.GetMap("list").Set("title", "Mine")                 // agents may not rename
+				text(t, ymap(t, d, n.ID), "body").Insert(0, "x", nil) // nor edit notes
+				ymap(t, d, y.ID).Set("priority", "urgent")            // invalid value
 			}),
 		}
 		errs := e.svc.ApplyUpdates(e.ctx, ref, ups)

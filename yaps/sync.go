@@ -90,12 +90,14 @@ func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, e
 // old and the new kind) and so is the root map "list" (owner or editor
 // only). What an agent inserts under any other root type is deleted again
 // by a compensating update; an agent's update that deletes or overwrites
-// what was there is EFORBIDDEN and changes nothing. When something is
-// invalid or not permitted the service makes a compensating update: it
-// restores the previous valid yap (or list members), or removes an invalid
-// new yap. A new yap missing only the server members (id, createdAt,
-// updatedAt) has them filled in instead. The
-// client's update is stored as sent, then the compensating update, each
+// what was there, or removes or replaces a yap outside its scope, is
+// EFORBIDDEN and changes nothing. When something is invalid or not
+// permitted the service makes a compensating update: it restores the
+// previous valid yap (or list members), or removes an invalid new yap. A
+// new yap missing only the server members (id, createdAt, updatedAt) has
+// them filled in instead, and server times set further than clockSkew
+// from the server's clock are rewritten (serverTimes). The client's update
+// is stored as sent, then the compensating update, each
 // emitted as an EventDocUpdate (the client's with origin, the compensation
 // with origin nil), and only valid yaps reach the projection. A duplicate
 // update changes nothing and stores nothing; a malformed one is EINVALID.
@@ -317,6 +319,16 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	w.updates = append(w.updates, update)
 	w.origins = append(w.origins, origin)
 
+	// An agent may not remove or replace a yap outside its scope. Putting
+	// it back would take a new map, and an edit another client makes to
+	// the old one at the same time would be lost; so, like a deletion in a
+	// root outside the schema, the update is refused whole. (Out of scope
+	// only happens to agents: other writers may write every kind.)
+	for id := range ymKeys {
+		if old := before(id); old != nil && a.can(opWriteYap, old.Kind) != nil {
+			return Errorf(EFORBIDDEN, "an agent code may not remove or replace a yap outside its scope")
+		}
+	}
 	ids := ymKeys
 	if len(ymKeys) > 0 {
 		e.owners = nil // yaps added, removed or replaced
@@ -374,9 +386,6 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		if err == nil && old != nil && !y.CreatedAt.Equal(old.CreatedAt) {
 			err = Errorf(EINVALID, "a yap's createdAt is set by the server")
 		}
-		if err == nil && old != nil && y.UpdatedAt.Before(old.UpdatedAt) {
-			err = Errorf(EINVALID, "a yap's updatedAt cannot move back")
-		}
 		if err == nil && old != nil {
 			err = a.can(opWriteYap, old.Kind)
 		}
@@ -385,19 +394,24 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		}
 		switch {
 		case err == nil:
+			retimed := serverTimes(y, old, now)
 			left(id, y)
-			if sameYap(y, old) {
+			m, isMap := v.(*yjs.Map)
+			rewrite := isMap && (retimed || needsFill(m, y.Kind))
+			same := sameYap(y, old)
+			if same && !rewrite {
 				continue
 			}
-			w.touch(id)
-			if old == nil {
-				w.auditf("yap.create", id, "sync")
-			} else {
-				w.auditSyncUpdate(id)
+			if !same {
+				w.touch(id)
+				if old == nil {
+					w.auditf("yap.create", id, "sync")
+				} else {
+					w.auditSyncUpdate(id)
+				}
 			}
-			m, isMap := v.(*yjs.Map)
 			switch {
-			case isMap && needsFill(m, y.Kind):
+			case rewrite:
 				yy := y
 				fixes = append(fixes, func() { writeYap(m, yy) })
 			case isMap && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain:
@@ -426,6 +440,9 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 	lm := d.GetMap(rootList)
 	if changed[lm] {
 		lf, err := readList(d)
+		if err == nil && (!lm.Has("title") || !lm.Has("kind")) {
+			err = Errorf(EINVALID, "the list's title and kind cannot be removed")
+		}
 		if err == nil {
 			err = a.can(opEditList, "")
 		}
@@ -454,6 +471,45 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
 		}, nil)
 	}
 	return nil
+}
+
+// clockSkew is how far from the server's clock a time a sync client sets
+// in a server member may be (createdAt of a new yap, updatedAt, deletedAt)
+// and still be kept: clients stamp them with their own clocks, which are
+// off by seconds, sometimes minutes.
+const clockSkew = 5 * time.Minute
+
+// serverTimes keeps the members the server's clock owns honest, and
+// reports whether it changed y. A time a client set further than clockSkew
+// from now becomes now: a new yap's createdAt, a deletedAt the update set
+// (one in the past would make the yap purgeable at once, R7), and an
+// updatedAt the update set, which may not move back either (else one
+// client's clock in the future would freeze the yap's updatedAt for the
+// others). An updatedAt is never before createdAt, nor before the yap's
+// last one: it then becomes the later of now and that. The edit itself
+// stands either way; only the time is rewritten.
+func serverTimes(y, old *Yap, now time.Time) (changed bool) {
+	far := func(t time.Time) bool { return t.Before(now.Add(-clockSkew)) || t.After(now.Add(clockSkew)) }
+	if old == nil && far(y.CreatedAt) {
+		y.CreatedAt, changed = now, true
+	}
+	if old == nil || !y.UpdatedAt.Equal(old.UpdatedAt) {
+		floor := y.CreatedAt
+		if old != nil {
+			floor = old.UpdatedAt
+		}
+		if y.UpdatedAt.Before(floor) || y.UpdatedAt.After(now.Add(clockSkew)) || (old == nil && far(y.UpdatedAt)) {
+			y.UpdatedAt, changed = now, true
+			if now.Before(floor) {
+				y.UpdatedAt = floor
+			}
+		}
+	}
+	if y.DeletedAt != nil && (old == nil || !sameTime(old.DeletedAt, y.DeletedAt)) && far(*y.DeletedAt) {
+		t := now
+		y.DeletedAt, changed = &t, true
+	}
+	return changed
 }
 
 // foreignRoot reports whether a root type is outside the schema of R9.

@@ -229,10 +229,13 @@ func TestSyncCompensation(t *testing.T) {
 		{"agent edits a note", agent, func(t *testing.T, d *yjs.Doc) {
 			text(t, ymap(t, d, n.ID), "body").Insert(0, "hacked ", nil)
 		}},
-		{"agent removes a note", agent, func(t *testing.T, d *yjs.Doc) { d.GetMap("yaps").Delete(n.ID) }},
 		{"agent renames the list", agent, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("title", "mine") }},
 		{"list title too long", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("title", string(long)) }},
 		{"list kind invalid", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("kind", "widgets") }},
+		{"list title removed", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Delete("title") }},
+		{"list kind removed", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Delete("kind") }},
+		{"yap id removed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Delete("id") }},
+		{"yap createdAt removed", owner, func(t *testing.T, d *yjs.Doc) { ymap(t, d, y.ID).Delete("createdAt") }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -261,6 +264,12 @@ func TestSyncCompensation(t *testing.T) {
 			require.False(t, ymap(t, p.doc, y.ID).Has("body"))
 			title, _ := p.doc.GetMap("list").Get("title")
 			require.Equal(t, "Groceries", title)
+			kind, _ := p.doc.GetMap("list").Get("kind")
+			require.Equal(t, "task", kind)
+			id, _ := ymap(t, p.doc, y.ID).Get("id")
+			require.Equal(t, y.ID, id)
+			ca, _ := ymap(t, p.doc, y.ID).Get("createdAt")
+			require.Equal(t, yaps.FormatTime(y.CreatedAt), ca)
 			// And a fresh client sees the same.
 			require.Equal(t, "Milk", text(t, ymap(t, docOf(t, e, owner), y.ID), "content").String())
 		})
@@ -587,4 +596,170 @@ func TestSyncNormalizesLayout(t *testing.T) {
 	// In R9's layout already: nothing more than the update itself.
 	require.NoError(t, p.send(func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(0, ">", nil) }))
 	require.Len(t, p.sync(), 1)
+}
+
+// TestSyncServerTimes: times a sync client sets in server members are
+// kept within clockSkew (5 min) of the server's clock; further off they
+// become the server's now, and the rest of the edit stands.
+func TestSyncServerTimes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	p := newPeer(t, e, owner)
+	at := func(d time.Duration) string { return yaps.FormatTime(e.clock.Now().Add(d)) }
+	now := func() time.Time { return yaps.Truncate(e.clock.Now()) }
+	get := func(id string) *yaps.Yap {
+		t.Helper()
+		y, err := e.store.Yap(e.ctx, owner.List.Ref, id)
+		require.NoError(t, err)
+		// The document agrees with the projection.
+		m := ymap(t, p.doc, id)
+		for key, want := range map[string]time.Time{"createdAt": y.CreatedAt, "updatedAt": y.UpdatedAt} {
+			got, _ := m.Get(key)
+			require.Equal(t, yaps.FormatTime(want), got, key)
+		}
+		if y.DeletedAt != nil {
+			got, _ := m.Get("deletedAt")
+			require.Equal(t, yaps.FormatTime(*y.DeletedAt), got)
+		}
+		return y
+	}
+	newTask := func(id string, members map[string]string) {
+		t.Helper()
+		require.NoError(t, p.send(func(d *yjs.Doc) {
+			m := yjs.NewMap()
+			d.GetMap("yaps").Set(id, m)
+			m.Set("kind", "task")
+			m.Set("status", "open")
+			m.Set("content", yjs.NewText(id))
+			for k, v := range members {
+				m.Set(k, v)
+			}
+		}))
+		p.sync()
+	}
+
+	// New yaps: createdAt and updatedAt within the skew are kept.
+	newTask("near", map[string]string{"createdAt": at(-4 * time.Minute), "updatedAt": at(-3 * time.Minute)})
+	y := get("near")
+	require.Equal(t, now().Add(-4*time.Minute), y.CreatedAt)
+	require.Equal(t, now().Add(-3*time.Minute), y.UpdatedAt)
+	// Further off, in either direction, they become now.
+	for id, created := range map[string]string{"old": "2000-01-01T00:00:00.000Z", "future": at(10 * time.Minute)} {
+		newTask(id, map[string]string{"createdAt": created, "updatedAt": created})
+		y := get(id)
+		require.Equal(t, now(), y.CreatedAt, id)
+		require.Equal(t, now(), y.UpdatedAt, id)
+	}
+	// An updatedAt before createdAt becomes now.
+	newTask("backwards", map[string]string{"createdAt": at(-time.Minute), "updatedAt": at(-2 * time.Minute)})
+	require.Equal(t, now(), get("backwards").UpdatedAt)
+
+	// A deletedAt set far off becomes now: deleted, restorable for the
+	// whole retention.
+	e.clock.Advance(time.Hour)
+	for _, c := range []struct {
+		name string
+		set  string
+		want time.Time
+	}{
+		{"back-dated", "2000-01-01T00:00:00.000Z", now()},
+		{"in the future", at(365 * 24 * time.Hour), now()},
+		{"within the skew", at(-time.Minute), now().Add(-time.Minute)},
+	} {
+		require.NoError(t, p.send(func(d *yjs.Doc) { ymap(t, d, "near").Set("deletedAt", c.set) }), c.name)
+		p.sync()
+		y := get("near")
+		require.NotNil(t, y.DeletedAt, c.name)
+		require.Equal(t, c.want, *y.DeletedAt, c.name)
+		require.NoError(t, p.send(func(d *yjs.Doc) { ymap(t, d, "near").Delete("deletedAt") }), c.name)
+		p.sync()
+		require.Nil(t, get("near").DeletedAt, c.name)
+	}
+	require.NoError(t, p.send(func(d *yjs.Doc) { ymap(t, d, "near").Set("deletedAt", "2000-01-01T00:00:00.000Z") }))
+	p.sync()
+	n, err := e.svc.Purge(e.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a back-dated deletion is not purged at once")
+
+	// An edit with an updatedAt in the far future keeps its edit, and the
+	// time becomes now; another client's later edit is not refused.
+	e.clock.Advance(time.Minute)
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		text(t, ymap(t, d, "old"), "content").Insert(0, "a", nil)
+		ymap(t, d, "old").Set("updatedAt", "2999-01-01T00:00:00.000Z")
+	}))
+	p.sync()
+	y = get("old")
+	require.Equal(t, "aold", y.Content)
+	require.Equal(t, now(), y.UpdatedAt)
+	// One whose clock runs behind: the edit stands, updatedAt does not
+	// move back.
+	e.clock.Advance(time.Minute)
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		text(t, ymap(t, d, "old"), "content").Insert(0, "b", nil)
+		ymap(t, d, "old").Set("updatedAt", at(-2*time.Minute))
+	}))
+	p.sync()
+	y = get("old")
+	require.Equal(t, "baold", y.Content)
+	require.Equal(t, now(), y.UpdatedAt)
+}
+
+// An agent's update that removes or replaces a yap outside its scope is
+// refused whole: putting the yap back would lose an edit another client
+// makes to it at the same time.
+func TestAgentCannotRemoveYapsOutsideItsScope(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("note")}, "", nil)
+	require.NoError(t, err)
+	agent := e.actor(owner, yaps.RoleAgent)
+	editor := e.actor(owner, yaps.RoleEditor)
+	for name, edit := range map[string]func(d *yjs.Doc){
+		"remove":  func(d *yjs.Doc) { d.GetMap("yaps").Delete(n.ID) },
+		"replace": func(d *yjs.Doc) { d.GetMap("yaps").Set(n.ID, yjs.NewMap()) },
+		"replace with a task": func(d *yjs.Doc) {
+			m := yjs.NewMap()
+			d.GetMap("yaps").Set(n.ID, m)
+			m.Set("kind", "task")
+			m.Set("status", "open")
+			m.Set("content", yjs.NewText("mine"))
+		},
+	} {
+		v0, err := e.store.List(e.ctx, owner.List.Ref)
+		require.NoError(t, err)
+		// The agent and an editor start from the same state.
+		ag := clientUpdate(t, agent, docOf(t, e, agent), "agent", edit)
+		ed := clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+			text(t, ymap(t, d, n.ID), "body").Insert(0, "x", nil)
+		})
+		requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, agent, ag.Update, ag.Origin))
+		v1, err := e.store.List(e.ctx, owner.List.Ref)
+		require.NoError(t, err)
+		require.Equal(t, v0.DocVersion, v1.DocVersion, "%s: nothing stored", name)
+		require.NoError(t, e.svc.ApplyUpdate(e.ctx, editor, ed.Update, ed.Origin))
+		got, err := e.svc.GetYap(e.ctx, owner, n.ID)
+		require.NoError(t, err)
+		require.Equal(t, yaps.KindNote, got.Kind)
+		require.Equal(t, "x", got.Body[:1], "%s: the editor's edit stands", name)
+		// In a batch too: the agent's update is refused, the editor's applies.
+		ag = clientUpdate(t, agent, docOf(t, e, agent), "agent", edit)
+		ed = clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+			text(t, ymap(t, d, n.ID), "body").Insert(0, "y", nil)
+		})
+		errs := e.svc.ApplyUpdates(e.ctx, owner.List.Ref, []yaps.ClientUpdate{ag, ed})
+		requireCode(t, yaps.EFORBIDDEN, errs[0])
+		require.NoError(t, errs[1])
+		got, err = e.svc.GetYap(e.ctx, owner, n.ID)
+		require.NoError(t, err)
+		require.Equal(t, "y", got.Body[:1], name)
+	}
+	// Tasks are in its scope: it may remove one.
+	tk, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("t"), "", nil)
+	require.NoError(t, err)
+	require.NoError(t, newPeer(t, e, agent).send(func(d *yjs.Doc) { d.GetMap("yaps").Delete(tk.ID) }))
+	_, err = e.store.Yap(e.ctx, owner.List.Ref, tk.ID)
+	requireCode(t, yaps.ENOTFOUND, err)
 }
