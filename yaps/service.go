@@ -151,6 +151,8 @@ type Service struct {
 	subs   map[int]func(Event)
 	nextID int
 
+	claims claimCache // Yjs client IDs' writers (clients.go)
+
 	coalesceDetail string      // audit Detail of a coalescing sync update entry
 	notices        chan Notice // outgoing, when cfg.Notifier != nil
 	refresh        refresher

@@ -87,6 +87,12 @@ type Store interface {
 	// (Config.IdempotencyRetention).
 	DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit int) (int, error)
 
+	// ClaimClients records permissionID as the writer of each of the list's
+	// Yjs client IDs in clients that has no writer yet, and returns the
+	// writer of every one of them. A claim is never changed; concurrent
+	// claims of one ID leave exactly one writer.
+	ClaimClients(ctx context.Context, listRef, permissionID string, clients []uint64) (map[uint64]string, error)
+
 	// Close releases the store's resources.
 	Close() error
 }

@@ -103,11 +103,17 @@ func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, e
 // update changes nothing and stores nothing; a malformed one is EINVALID.
 // An update that depends on changes the document does not have (Yjs would
 // keep it pending, yjs Doc.Pending) is EFORBIDDEN and changes nothing; the
-// client sends it again with what it depends on at its next sync. A write
+// client sends it again with what it depends on at its next sync. An
+// update that adds structs under a Yjs client ID another (non-owner) code
+// owns is EFORBIDDEN and changes nothing (clients.go). A write
 // that would take the document over Config.MaxDocBytes or MaxDocItems is
 // ETOOLARGE and changes nothing (see Config).
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
 	if err := checkClientWrite(a); err != nil {
+		return err
+	}
+	foreign, err := s.foreignClients(ctx, a, update)
+	if err != nil {
 		return err
 	}
 	defer s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout)
@@ -115,7 +121,7 @@ func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, orig
 		if err := writable(&w.list); err != nil {
 			return err
 		}
-		return w.applyClientUpdate(update, origin)
+		return w.applyClientUpdate(update, origin, foreign)
 	})
 }
 
@@ -138,11 +144,15 @@ type ClientUpdate struct {
 // document does not have is refused alone: nothing of it was applied.
 func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpdate) []error {
 	errs := make([]error, len(ups))
+	foreign := make([]map[uint64]uint64, len(ups))
 	var ok []int
 	for i, u := range ups {
 		errs[i] = checkClientWrite(u.Actor)
 		if errs[i] == nil && u.Actor.List.Ref != ref {
 			errs[i] = Errorf(EFORBIDDEN, "the permission is for another list")
+		}
+		if errs[i] == nil {
+			foreign[i], errs[i] = s.foreignClients(ctx, u.Actor, u.Update)
 		}
 		if errs[i] == nil {
 			ok = append(ok, i)
@@ -170,8 +180,8 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		// run sets every errs[i] of ok, or fails and the loop below does.
 		for _, i := range ok {
 			w.actor = ups[i].Actor
-			errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin)
-			if errs[i] == errDependsOnMissing {
+			errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin, foreign[i])
+			if errs[i] == errDependsOnMissing || errs[i] == errForeignClient {
 				continue // untouched: the others still stand
 			}
 			if errs[i] != nil {
@@ -207,8 +217,15 @@ var errDependsOnMissing = Errorf(EFORBIDDEN, msgDependsOnMissing)
 
 const msgDependsOnMissing = "the update depends on changes the server does not have; sync again"
 
-func (w *writeOp) applyClientUpdate(update []byte, origin any) error {
+// errForeignClient refuses an update that adds structs under a client ID
+// another code owns (clients.go); nothing of it was applied.
+var errForeignClient = Errorf(EFORBIDDEN, msgForeignClient)
+
+func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint64]uint64) error {
 	a, d, e := w.actor, w.doc, w.e
+	if foreign != nil && foreignStructs(d, foreign) {
+		return errForeignClient // checked on the caught-up document, before anything is applied
+	}
 	beforeList := e.list
 	before := func(id string) *Yap { return e.view[id] }
 	if b := w.batch; b != nil {

@@ -18,6 +18,7 @@ type queries struct {
 	insertAudit, insertAuditRowid, auditPage                                              string
 	insertIdem, idemByKey, deleteIdemBefore                                               string
 	listAuth                                                                              string
+	claimClient, clientWriter                                                             string
 }
 
 const listCols = `ref, title, kind, created_at, updated_at, archived_at, rolled_up_at, account_id, doc_version`
@@ -112,6 +113,9 @@ func buildQueries(pg bool) *queries {
 		listAuth: `SELECT l.title, l.kind, l.created_at, l.updated_at, l.archived_at, l.rolled_up_at,
 			l.account_id, l.doc_version, p.id, p.list_ref, p.role, p.scopes, p.label, p.created_at, p.revoked_at
 			FROM lists l LEFT JOIN permissions p ON p.code_hash = $2 WHERE l.ref = $1`,
+
+		claimClient:  `INSERT INTO doc_clients (list_ref, client, permission_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		clientWriter: `SELECT permission_id FROM doc_clients WHERE list_ref = $1 AND client = $2`,
 	}
 	if !pg {
 		q.docHeaderAndUpdates = `SELECT 0, state_seq, doc_version,
@@ -150,5 +154,6 @@ func (q *queries) ptrs() []*string {
 		&q.insertAudit, &q.insertAuditRowid, &q.auditPage,
 		&q.insertIdem, &q.idemByKey, &q.deleteIdemBefore,
 		&q.listAuth,
+		&q.claimClient, &q.clientWriter,
 	}
 }

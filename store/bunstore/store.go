@@ -334,6 +334,30 @@ func (s *Store) DeletedYapsBefore(ctx context.Context, t time.Time, limit int) (
 	return out, wrap(rows.Err(), "deleted yaps")
 }
 
+// ClaimClients implements yaps.Store: one transaction that inserts the
+// claims no one holds (ON CONFLICT DO NOTHING, so concurrent claims leave
+// one writer) and reads back the writer of each ID.
+func (s *Store) ClaimClients(ctx context.Context, listRef, permissionID string, clients []uint64) (map[uint64]string, error) {
+	out := make(map[uint64]string, len(clients))
+	err := s.writeTx(ctx, func(tx *wtx) error {
+		for _, c := range clients {
+			if _, err := s.exec(ctx, tx, s.q.claimClient, listRef, int64(c), permissionID); err != nil {
+				return err
+			}
+			var p string
+			if err := s.queryRow(ctx, tx, s.q.clientWriter, listRef, int64(c)).Scan(&p); err != nil {
+				return err
+			}
+			out[c] = p
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err, "client claims")
+	}
+	return out, nil
+}
+
 // CreateAccount implements yaps.Store.
 func (s *Store) CreateAccount(ctx context.Context, a *yaps.Account) error {
 	if !s.pg {

@@ -35,6 +35,7 @@ type listData struct {
 	yaps     map[string]*yaps.Yap
 	perms    []*yaps.Permission // creation order
 	audit    []*yaps.AuditEntry
+	clients  map[uint64]string // Yjs client ID -> permission ID (ClaimClients)
 }
 
 var _ yaps.Store = (*Store)(nil)
@@ -370,6 +371,30 @@ func (s *Store) AccountByHash(ctx context.Context, hash []byte) (*yaps.Account, 
 		return nil, notFound("account")
 	}
 	return copyAccount(a), nil
+}
+
+// ClaimClients implements yaps.Store.
+func (s *Store) ClaimClients(ctx context.Context, listRef, permissionID string, clients []uint64) (map[uint64]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ld, ok := s.lists[listRef]
+	if !ok {
+		return nil, notFound("list")
+	}
+	if ld.clients == nil {
+		ld.clients = map[uint64]string{}
+	}
+	out := make(map[uint64]string, len(clients))
+	for _, c := range clients {
+		if _, taken := ld.clients[c]; !taken {
+			ld.clients[c] = permissionID
+		}
+		out[c] = ld.clients[c]
+	}
+	return out, nil
 }
 
 // Account implements yaps.Store.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/yaps-dev/yaps/yaps"
@@ -48,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"DeletedYapsBefore", testDeletedYapsBefore},
 		{"ReturnedValuesAreCopies", testCopies},
 		{"CanceledContext", testCanceledContext},
+		{"ClaimClients", testClaimClients},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1198,4 +1200,44 @@ func testWritesInOrder(t *testing.T, s yaps.Store) {
 	require.Len(t, log, 2)
 	require.Equal(t, []string{"a", "c"}, []string{log[0].YapID, log[1].YapID})
 	require.Equal(t, audits[1].Seq, log[1].Seq)
+}
+
+func testClaimClients(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)
+	g := newList(t, s, base)
+	p1, p2 := id("p"), id("p")
+	const big = 1<<53 - 1 // the largest client ID a Yjs update can hold
+	got, err := s.ClaimClients(ctx, f.list.Ref, p1, []uint64{1, big})
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]string{1: p1, big: p1}, got)
+	// A claim is never changed; unclaimed IDs go to the new claimant.
+	got, err = s.ClaimClients(ctx, f.list.Ref, p2, []uint64{big, 2})
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]string{big: p1, 2: p2}, got)
+	got, err = s.ClaimClients(ctx, f.list.Ref, p2, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	// Claims are per list.
+	got, err = s.ClaimClients(ctx, g.list.Ref, p2, []uint64{1})
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]string{1: p2}, got)
+
+	// Concurrent claims of one ID leave one writer, and all see it.
+	const n = 8
+	winners := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.ClaimClients(ctx, f.list.Ref, fmt.Sprint("racer", i), []uint64{77})
+			assert.NoError(t, err)
+			winners[i] = got[77]
+		}()
+	}
+	wg.Wait()
+	for _, w := range winners {
+		require.Equal(t, winners[0], w)
+	}
+	require.Contains(t, winners[0], "racer")
 }

@@ -70,6 +70,11 @@ func randomClientID() uint64 {
 // ClientID returns the id this document uses for local edits.
 func (d *Doc) ClientID() uint64 { return d.clientID }
 
+// SetClientID makes d write its next changes under id, as assigning
+// Y.Doc.clientID does in Yjs. Two documents writing under one ID lose each
+// other's changes; this exists for tests and tools that must forge that.
+func (d *Doc) SetClientID(id uint64) { d.clientID = id }
+
 // GUID returns the document guid.
 func (d *Doc) GUID() string { return d.guid }
 
@@ -290,6 +295,10 @@ func firstVisibleKind(t *typeBase) uint8 {
 
 // StateVector returns the next expected clock of every client.
 func (d *Doc) StateVector() map[uint64]uint64 { return svToPublic(d.store.stateVector()) }
+
+// ClientState returns the next clock of a client in d: the end of its
+// structs, 0 for a client d has none of (its entry in StateVector).
+func (d *Doc) ClientState(client uint64) uint64 { return uint64(d.store.getState(client)) }
 
 // EncodeStateVector returns the document's encoded state vector.
 func (d *Doc) EncodeStateVector() []byte { return EncodeStateVector(d.StateVector()) }

@@ -1,0 +1,102 @@
+package yaps
+
+import (
+	"context"
+	"sync"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// Yjs names every struct of a document by the client ID of the Y.Doc that
+// made it and a clock. A writer that sent structs under another client's ID
+// at that client's next clocks would make the real client's own edits look
+// like duplicates, dropped when it next syncs. So each client ID of a list
+// is claimed by the first code whose update holds structs under it
+// (Store.ClaimClients), and no other code may add structs under it. Owner
+// codes may: an owner can change anything anyway, and rotating the owner
+// code gives the same person a new permission whose offline edits still
+// carry the old code's client IDs. Structs the document already has
+// (another client's changes relayed back in a step 2) are not new and are
+// allowed under any ID.
+
+// claimCache remembers claims, which never change, so an update from a
+// client ID seen before costs no store round trip.
+type claimCache struct {
+	mu sync.Mutex
+	m  map[claimKey]string
+}
+
+type claimKey struct {
+	ref    string
+	client uint64
+}
+
+// maxCachedClaims bounds the cache; past it the cache starts over.
+const maxCachedClaims = 1 << 16
+
+const msgForeignClient = "the update writes under a Yjs client ID another code uses; start from a new Y.Doc"
+
+// foreignClients claims the client IDs under which update holds structs
+// for a's permission, where no code has, and returns the IDs another code
+// owns with the end clock of the update's structs under each: the write
+// refuses the update if it adds structs past the document's state for any
+// of them (foreignStructs). Nil for owners, for updates without structs,
+// and for malformed updates (the write refuses those itself).
+func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (map[uint64]uint64, error) {
+	_, ends, err := yjs.ParseUpdateMeta(update)
+	if err != nil || len(ends) == 0 {
+		return nil, nil
+	}
+	ref, me := a.List.Ref, a.Permission.ID
+	owners := make(map[uint64]string, len(ends))
+	var missing []uint64
+	c := &s.claims
+	c.mu.Lock()
+	for id := range ends {
+		if p, ok := c.m[claimKey{ref, id}]; ok {
+			owners[id] = p
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) > 0 {
+		got, err := s.cfg.Store.ClaimClients(ctx, ref, me, missing)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.m == nil || len(c.m)+len(got) > maxCachedClaims {
+			c.m = make(map[claimKey]string, len(got))
+		}
+		for id, p := range got {
+			c.m[claimKey{ref, id}] = p
+			owners[id] = p
+		}
+		c.mu.Unlock()
+	}
+	if a.Permission.Role == RoleOwner {
+		return nil, nil
+	}
+	var foreign map[uint64]uint64
+	for id, end := range ends {
+		if owners[id] != me {
+			if foreign == nil {
+				foreign = map[uint64]uint64{}
+			}
+			foreign[id] = end
+		}
+	}
+	return foreign, nil
+}
+
+// foreignStructs reports whether an update adds structs past d's state
+// under a client ID another code owns (foreign, from foreignClients).
+func foreignStructs(d *yjs.Doc, foreign map[uint64]uint64) bool {
+	for id, end := range foreign {
+		if end > d.ClientState(id) {
+			return true
+		}
+	}
+	return false
+}

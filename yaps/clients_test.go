@@ -1,0 +1,106 @@
+package yaps_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps"
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// docAs returns a Y.Doc with the given client ID holding the list as the
+// server has it.
+func docAs(t *testing.T, e *env, a *yaps.Actor, client uint64) *yjs.Doc {
+	t.Helper()
+	snap, _, err := e.svc.Snapshot(e.ctx, a, nil)
+	require.NoError(t, err)
+	d := yjs.NewDoc()
+	require.NoError(t, d.ApplyUpdate(snap, nil))
+	// Set after loading: a Y.Doc that receives structs under its own ID
+	// picks a new one, as Yjs does.
+	d.SetClientID(client)
+	return d
+}
+
+// A Yjs client ID belongs to the first code that writes under it: another
+// code may not add structs under it, so it cannot make the real client's
+// offline edits look like duplicates.
+func TestClientIDsAreBoundToCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+	require.NoError(t, err)
+	alice := e.actor(owner, yaps.RoleEditor)
+	mallory := e.actor(owner, yaps.RoleEditor)
+	agent := e.actor(owner, yaps.RoleAgent)
+	const aliceID = 1001
+	ref := owner.List.Ref
+	version := func() int64 {
+		t.Helper()
+		l, err := e.store.List(e.ctx, ref)
+		require.NoError(t, err)
+		return l.DocVersion
+	}
+	content := func() string {
+		t.Helper()
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		return got.Content
+	}
+
+	// Alice writes once (her ID is now hers), then edits offline.
+	ad := docAs(t, e, alice, aliceID)
+	first := clientUpdate(t, alice, ad, "alice", func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(4, " and", nil) })
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, alice, first.Update, first.Origin))
+	offline := clientUpdate(t, alice, ad, "alice", func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(8, " bread", nil) })
+
+	// Mallory, an editor, and an agent write under Alice's ID at her next
+	// clocks: refused, nothing stored.
+	for _, forger := range []*yaps.Actor{mallory, agent} {
+		v := version()
+		forged := clientUpdate(t, forger, docAs(t, e, forger, aliceID), "forger", func(d *yjs.Doc) {
+			text(t, ymap(t, d, y.ID), "content").Insert(0, "X", nil)
+		})
+		requireCode(t, yaps.EFORBIDDEN, e.svc.ApplyUpdate(e.ctx, forger, forged.Update, forged.Origin))
+		require.Equal(t, v, version())
+		// In a batch too, and the other updates of the batch stand.
+		other := clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) { ymap(t, d, y.ID).Set("status", "open") })
+		errs := e.svc.ApplyUpdates(e.ctx, ref, []yaps.ClientUpdate{forged, other})
+		requireCode(t, yaps.EFORBIDDEN, errs[0])
+		require.NoError(t, errs[1])
+	}
+	// Alice's offline edit is not taken for a duplicate.
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, alice, offline.Update, offline.Origin))
+	require.Equal(t, "Milk and bread", content())
+
+	// Another process sharing the store knows the claim too.
+	p2 := e.secondProcess()
+	forged := clientUpdate(t, mallory, docAs(t, e, mallory, aliceID), "forger", func(d *yjs.Doc) {
+		text(t, ymap(t, d, y.ID), "content").Insert(0, "X", nil)
+	})
+	requireCode(t, yaps.EFORBIDDEN, p2.ApplyUpdate(e.ctx, e.reauth(mallory), forged.Update, forged.Origin))
+
+	// Alice's structs the server already has may come back in another
+	// code's update (a step 2 holding what it got relayed), next to that
+	// code's own edits under its own ID.
+	md := docAs(t, e, mallory, 2002)
+	text(t, ymap(t, md, y.ID), "content").Insert(0, "Oat ", nil)
+	all, err := md.EncodeStateAsUpdate(nil)
+	require.NoError(t, err)
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, mallory, all, "mallory"))
+	require.Equal(t, "Oat Milk and bread", content())
+
+	// An owner code may write under any ID (a rotated owner code's
+	// offline edits carry the old code's IDs).
+	own := clientUpdate(t, owner, docAs(t, e, owner, aliceID), "owner", func(d *yjs.Doc) {
+		text(t, ymap(t, d, y.ID), "content").Insert(0, "My ", nil)
+	})
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, owner, own.Update, own.Origin))
+	require.Equal(t, "My Oat Milk and bread", content())
+	// And Alice still may.
+	ad = docAs(t, e, alice, aliceID)
+	again := clientUpdate(t, alice, ad, "alice", func(d *yjs.Doc) { ymap(t, d, y.ID).Set("status", "done") })
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, alice, again.Update, again.Origin))
+}
