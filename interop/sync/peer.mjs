@@ -101,6 +101,15 @@ const ops = {
     provider.shouldConnect = false
     provider.ws.terminate()
   },
+  // reconnect undoes drop.
+  reconnect ({ id }) {
+    peers.get(id).provider.connect()
+  },
+  // forgeClient makes the doc write under another client's ID from now on
+  // (Y.Doc.clientID is assignable), as a hostile client could.
+  forgeClient ({ id, clientID }) {
+    peers.get(id).doc.clientID = clientID
+  },
   destroy ({ id }) {
     const { doc, provider } = peers.get(id)
     provider.destroy()

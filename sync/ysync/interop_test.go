@@ -469,6 +469,42 @@ func TestInteropYWebsocket(t *testing.T) {
 		n.waitState("s-b", func(s nodeState) bool { return yapOf(s, id)["content"] == "offline milk online" })
 	})
 
+	t.Run("a client ID belongs to its code", func(t *testing.T) {
+		t.Parallel()
+		n := n.with(t)
+		ref, owner := st.newList()
+		alice, _ := st.issue(ref, owner, "editor")
+		mallory, _ := st.issue(ref, owner, "editor")
+		y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "milk", "status": "open"}, 201)
+		id := y["id"].(string)
+		var conn struct {
+			ClientID float64 `json:"clientID"`
+		}
+		serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
+		n.call("connect", map[string]any{"id": "c-alice", "serverUrl": serverURL, "room": ref + "/sync", "code": alice}, &conn)
+		n.waitState("c-alice", func(s nodeState) bool { return yapOf(s, id)["content"] == "milk" })
+		n.connect(st, "c-mallory", ref, mallory)
+		content := func() any { return st.yaps(ref, owner)[id]["content"] }
+
+		// Alice writes (her client ID is now hers), then goes offline and
+		// edits on.
+		n.call("insertText", map[string]any{"id": "c-alice", "yapId": id, "field": "content", "index": 4, "text": " and"}, nil)
+		require.Eventually(t, func() bool { return content() == "milk and" }, 5*time.Second, 20*time.Millisecond)
+		n.call("drop", map[string]any{"id": "c-alice"}, nil)
+		n.call("insertText", map[string]any{"id": "c-alice", "yapId": id, "field": "content", "index": 8, "text": " bread"}, nil)
+
+		// Mallory writes under Alice's ID at her next clock: refused.
+		n.waitState("c-mallory", func(s nodeState) bool { return yapOf(s, id)["content"] == "milk and" })
+		n.call("forgeClient", map[string]any{"id": "c-mallory", "clientID": conn.ClientID}, nil)
+		n.call("insertText", map[string]any{"id": "c-mallory", "yapId": id, "field": "content", "index": 0, "text": "X"}, nil)
+		n.waitEvent(func(e nodeEvent) bool { return e.Ev == "denied" && e.ID == "c-mallory" && e.Reason == "permission denied" })
+
+		// Alice comes back: her offline edit is stored, not taken for a
+		// duplicate of Mallory's.
+		n.call("reconnect", map[string]any{"id": "c-alice"}, nil)
+		require.Eventually(t, func() bool { return content() == "milk and bread" }, 10*time.Second, 20*time.Millisecond)
+	})
+
 	t.Run("revocation closes the socket", func(t *testing.T) {
 		t.Parallel()
 		n := n.with(t)
