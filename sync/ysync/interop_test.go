@@ -497,7 +497,9 @@ func TestInteropYWebsocket(t *testing.T) {
 		n.waitState("c-mallory", func(s nodeState) bool { return yapOf(s, id)["content"] == "milk and" })
 		n.call("forgeClient", map[string]any{"id": "c-mallory", "clientID": conn.ClientID}, nil)
 		n.call("insertText", map[string]any{"id": "c-mallory", "yapId": id, "field": "content", "index": 0, "text": "X"}, nil)
-		n.waitEvent(func(e nodeEvent) bool { return e.Ev == "denied" && e.ID == "c-mallory" && e.Reason == "permission denied" })
+		n.waitEvent(func(e nodeEvent) bool {
+			return e.Ev == "denied" && e.ID == "c-mallory" && e.Reason == "permission denied"
+		})
 
 		// Alice comes back: her offline edit is stored, not taken for a
 		// duplicate of Mallory's.
