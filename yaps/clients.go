@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
@@ -34,14 +35,20 @@ type claimKey struct {
 // maxCachedClaims bounds the cache; past it the cache starts over.
 const maxCachedClaims = 1 << 16
 
+// maxNewClients is how many client IDs no code has claimed one update may
+// write new structs under. A Y.Doc writes under one ID per session; a step
+// 2 after a long offline spell holds a few.
+const maxNewClients = 64
+
 const msgForeignClient = "the update writes under a Yjs client ID another code uses; start from a new Y.Doc"
 
-// foreignClients claims the client IDs under which update holds structs
-// for a's permission, where no code has, and returns the IDs another code
-// owns with the end clock of the update's structs under each: the write
-// refuses the update if it adds structs past the document's state for any
-// of them (foreignStructs). Nil for owners, for updates without structs,
-// and for malformed updates (the write refuses those itself).
+// foreignClients claims for a's permission the client IDs no code has
+// claimed under which update adds structs the document does not have, and
+// returns the IDs another code owns with the end clock of the update's
+// structs under each: the write refuses the update if it adds structs past
+// the document's state for any of them (foreignStructs). Nil for owners,
+// for updates without structs, and for malformed updates (the write
+// refuses those itself).
 func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (map[uint64]uint64, error) {
 	_, ends, err := yjs.ParseUpdateMeta(update)
 	if err != nil || len(ends) == 0 {
@@ -61,9 +68,34 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 	}
 	c.mu.Unlock()
 	if len(missing) > 0 {
-		got, err := s.cfg.Store.ClaimClients(ctx, ref, me, missing)
+		// Claim only the IDs under which the update adds structs the
+		// document does not have: structs it has (relayed back in a step
+		// 2) say nothing about who writes under an ID. An update that is
+		// refused later may still have claimed its IDs, so their number
+		// per update is bounded.
+		svb, err := s.StateVector(ctx, ref)
 		if err != nil {
 			return nil, err
+		}
+		state, err := yjs.DecodeStateVector(svb)
+		if err != nil {
+			return nil, err
+		}
+		fresh := missing[:0]
+		for _, id := range missing {
+			if ends[id] > state[id] {
+				fresh = append(fresh, id)
+			}
+		}
+		if len(fresh) > maxNewClients {
+			return nil, Errorf(EINVALID, "the update writes under more than %d new Yjs client IDs", maxNewClients)
+		}
+		slices.Sort(fresh) // one lock order for concurrent claims (Postgres)
+		got := map[uint64]string{}
+		if len(fresh) > 0 {
+			if got, err = s.cfg.Store.ClaimClients(ctx, ref, me, fresh); err != nil {
+				return nil, err
+			}
 		}
 		c.mu.Lock()
 		if c.m == nil || len(c.m)+len(got) > maxCachedClaims {
@@ -80,7 +112,7 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 	}
 	var foreign map[uint64]uint64
 	for id, end := range ends {
-		if owners[id] != me {
+		if p, claimed := owners[id]; claimed && p != me {
 			if foreign == nil {
 				foreign = map[uint64]uint64{}
 			}

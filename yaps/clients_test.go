@@ -86,11 +86,22 @@ func TestClientIDsAreBoundToCodes(t *testing.T) {
 	// code's update (a step 2 holding what it got relayed), next to that
 	// code's own edits under its own ID.
 	md := docAs(t, e, mallory, 2002)
+	held := md.StateVector() // alice's ID and the server's own
 	text(t, ymap(t, md, y.ID), "content").Insert(0, "Oat ", nil)
 	all, err := md.EncodeStateAsUpdate(nil)
 	require.NoError(t, err)
 	require.NoError(t, e.svc.ApplyUpdate(e.ctx, mallory, all, "mallory"))
 	require.Equal(t, "Oat Milk and bread", content())
+	// Structs the server had claim nothing for Mallory (the server's own
+	// IDs among them).
+	for id := range held {
+		got, err := e.store.ClaimClients(e.ctx, ref, "probe", []uint64{id})
+		require.NoError(t, err)
+		require.NotEqual(t, mallory.Permission.ID, got[id], "client %d was claimed by a relayed struct", id)
+	}
+	got, err := e.store.ClaimClients(e.ctx, ref, "probe", []uint64{2002})
+	require.NoError(t, err)
+	require.Equal(t, mallory.Permission.ID, got[2002])
 
 	// An owner code may write under any ID (a rotated owner code's
 	// offline edits carry the old code's IDs).
@@ -103,4 +114,34 @@ func TestClientIDsAreBoundToCodes(t *testing.T) {
 	ad = docAs(t, e, alice, aliceID)
 	again := clientUpdate(t, alice, ad, "alice", func(d *yjs.Doc) { ymap(t, d, y.ID).Set("status", "done") })
 	require.NoError(t, e.svc.ApplyUpdate(e.ctx, alice, again.Update, again.Origin))
+}
+
+// An update may write under at most 64 client IDs no code has claimed;
+// past that it is refused and claims nothing.
+func TestNewClientIDsPerUpdateAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	editor := e.actor(owner, yaps.RoleEditor)
+	ref := owner.List.Ref
+	many := func(n int, base uint64) []byte {
+		t.Helper()
+		var ups [][]byte
+		for i := range n {
+			d := yjs.NewDoc(yjs.WithClientID(base + uint64(i)))
+			d.OnUpdate(func(u []byte, _ any) { ups = append(ups, u) })
+			d.GetMap("custom").Set("k", float64(i))
+		}
+		u, err := yjs.MergeUpdates(ups)
+		require.NoError(t, err)
+		return u
+	}
+	requireCode(t, yaps.EINVALID, e.svc.ApplyUpdate(e.ctx, editor, many(65, 5000), "editor"))
+	got, err := e.store.ClaimClients(e.ctx, ref, "probe", []uint64{5000, 5064})
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]string{5000: "probe", 5064: "probe"}, got, "a refused update claimed IDs")
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, editor, many(64, 7000), "editor"))
+	got, err = e.store.ClaimClients(e.ctx, ref, "probe", []uint64{7000, 7063})
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]string{7000: editor.Permission.ID, 7063: editor.Permission.ID}, got)
 }

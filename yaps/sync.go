@@ -429,6 +429,9 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			}
 			switch {
 			case rewrite:
+				if !same && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain {
+					y.UpdatedAt = now // the stamp below, folded into the rewrite
+				}
 				yy := y
 				fixes = append(fixes, func() { writeYap(m, yy) })
 			case isMap && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain:
@@ -500,9 +503,8 @@ const clockSkew = 5 * time.Minute
 // reports whether it changed y. A time a client set further than clockSkew
 // from now becomes now: a new yap's createdAt, a deletedAt the update set
 // (one in the past would make the yap purgeable at once, R7), and an
-// updatedAt the update set, which may not move back either (else one
-// client's clock in the future would freeze the yap's updatedAt for the
-// others). An updatedAt is never before createdAt, nor before the yap's
+// updatedAt the update set (else one client's clock in the future would
+// freeze the yap's updatedAt for the others). An updatedAt is never before createdAt, nor before the yap's
 // last one: it then becomes the later of now and that. The edit itself
 // stands either way; only the time is rewritten.
 func serverTimes(y, old *Yap, now time.Time) (changed bool) {
@@ -515,7 +517,7 @@ func serverTimes(y, old *Yap, now time.Time) (changed bool) {
 		if old != nil {
 			floor = old.UpdatedAt
 		}
-		if y.UpdatedAt.Before(floor) || y.UpdatedAt.After(now.Add(clockSkew)) || (old == nil && far(y.UpdatedAt)) {
+		if y.UpdatedAt.Before(floor) || far(y.UpdatedAt) {
 			y.UpdatedAt, changed = now, true
 			if now.Before(floor) {
 				y.UpdatedAt = floor

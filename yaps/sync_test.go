@@ -704,6 +704,21 @@ func TestSyncServerTimes(t *testing.T) {
 	y = get("old")
 	require.Equal(t, "baold", y.Content)
 	require.Equal(t, now(), y.UpdatedAt)
+	// One whose clock runs a day behind, on a yap last changed before that.
+	e.clock.Advance(48 * time.Hour)
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		text(t, ymap(t, d, "old"), "content").Insert(0, "c", nil)
+		ymap(t, d, "old").Set("updatedAt", at(-24*time.Hour))
+	}))
+	p.sync()
+	require.Equal(t, now(), get("old").UpdatedAt)
+	// An edit whose only change has its time rewritten is stamped too.
+	e.clock.Advance(time.Minute)
+	require.NoError(t, p.send(func(d *yjs.Doc) { ymap(t, d, "backwards").Set("deletedAt", "2000-01-01T00:00:00.000Z") }))
+	p.sync()
+	y = get("backwards")
+	require.Equal(t, now(), *y.DeletedAt)
+	require.Equal(t, now(), y.UpdatedAt)
 }
 
 // An agent's update that removes or replaces a yap outside its scope is
