@@ -191,18 +191,25 @@ func TestViewerReconnectIsNotAWrite(t *testing.T) {
 	require.Equal(t, "permission denied", p.c.nextOf(MsgAuth).Reason)
 }
 
-// A viewer's step 2 whose new structs do not start at clock 0 (its first
-// edit never reached the server) is still a write, and is denied.
-func TestViewerStep2WithLaterStructsIsAWrite(t *testing.T) {
-	t.Parallel()
-	st, ref, _, viewer, id := viewerAndTask(t)
-
-	p := newPeer(t, st.dial(ref, viewer))
+// syncedCopy returns a local Y.Doc holding what a client of code got once
+// synced with the list (yap id has its content).
+func syncedCopy(t *testing.T, st *stack, ref, code, id string) *yjs.Doc {
+	t.Helper()
+	p := newPeer(t, st.dial(ref, code))
 	p.until(func() bool { return yapField(p.doc, id, "content") == "oat milk" })
 	full, err := p.doc.EncodeStateAsUpdate(nil)
 	require.NoError(t, err)
 	local := yjs.NewDoc()
 	require.NoError(t, local.ApplyUpdate(full, nil))
+	return local
+}
+
+// A viewer's step 2 whose new structs do not start at clock 0 (its first
+// edit never reached the server) is still a write, and is denied.
+func TestViewerStep2WithLaterStructsIsAWrite(t *testing.T) {
+	t.Parallel()
+	st, ref, _, viewer, id := viewerAndTask(t)
+	local := syncedCopy(t, st, ref, viewer, id)
 	setStatus := func(s string) {
 		local.Transact(func(*yjs.Transaction) {
 			v, _ := local.GetMap("yaps").Get(id)
@@ -225,13 +232,7 @@ func TestViewerStep2WithLaterStructsIsAWrite(t *testing.T) {
 func TestViewerStep2WithOnlyADeletionIsAWrite(t *testing.T) {
 	t.Parallel()
 	st, ref, owner, viewer, id := viewerAndTask(t)
-
-	p := newPeer(t, st.dial(ref, viewer))
-	p.until(func() bool { return yapField(p.doc, id, "content") == "oat milk" })
-	full, err := p.doc.EncodeStateAsUpdate(nil)
-	require.NoError(t, err)
-	local := yjs.NewDoc()
-	require.NoError(t, local.ApplyUpdate(full, nil))
+	local := syncedCopy(t, st, ref, viewer, id)
 	local.GetMap("yaps").Delete(id)
 	deletion, err := local.EncodeStateAsUpdate(local.EncodeStateVector())
 	require.NoError(t, err)
