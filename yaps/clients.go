@@ -73,19 +73,17 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 		// 2) say nothing about who writes under an ID. An update that is
 		// refused later may still have claimed its IDs, so their number
 		// per update is bounded.
-		svb, err := s.StateVector(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
-		state, err := yjs.DecodeStateVector(svb)
-		if err != nil {
-			return nil, err
-		}
 		fresh := missing[:0]
-		for _, id := range missing {
-			if ends[id] > state[id] {
-				fresh = append(fresh, id)
+		err := s.withDoc(ctx, ref, func(e *docEntry) error {
+			for _, id := range missing {
+				if ends[id] > e.doc.ClientState(id) {
+					fresh = append(fresh, id)
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		if len(fresh) > maxNewClients {
 			return nil, Errorf(EINVALID, "the update writes under more than %d new Yjs client IDs", maxNewClients)

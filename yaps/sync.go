@@ -367,17 +367,11 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		old := before(id)
 		v, inDoc := ym.Get(id)
 		if !inDoc {
-			if old == nil {
-				continue
-			}
-			if a.can(opWriteYap, old.Kind) == nil {
+			if old != nil { // removed; refused above when outside the actor's scope
 				w.touch(id)
 				w.auditf("yap.remove", id, "sync")
 				left(id, nil)
-				continue
 			}
-			o := old
-			fixes = append(fixes, func() { ym.Set(id, newYapMap(o)) })
 			continue
 		}
 		y, err := readYap(e.ref, id, v)
@@ -427,17 +421,16 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 					w.auditSyncUpdate(id)
 				}
 			}
-			switch {
-			case rewrite:
-				if !same && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain {
-					y.UpdatedAt = now // the stamp below, folded into the rewrite
-				}
-				yy := y
-				fixes = append(fixes, func() { writeYap(m, yy) })
-			case isMap && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain:
-				// A sync edit that leaves updatedAt alone: stamp it, at
-				// most once per touchGrain, so HTTP readers see the change.
+			// A sync edit that leaves updatedAt alone: stamp it, at most
+			// once per touchGrain, so HTTP readers see the change.
+			stamp := !same && isMap && old != nil && y.UpdatedAt.Equal(old.UpdatedAt) && now.Sub(old.UpdatedAt) >= touchGrain
+			if stamp {
 				y.UpdatedAt = now
+			}
+			switch {
+			case rewrite: // the stamp, if any, goes with it
+				fixes = append(fixes, func() { writeYap(m, y) })
+			case stamp:
 				fixes = append(fixes, func() { m.Set("updatedAt", FormatTime(now)) })
 			case !filled:
 				valid[id] = y // exactly what commit would read
