@@ -408,7 +408,8 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			retimed := serverTimes(y, old, now)
 			left(id, y)
 			m, isMap := v.(*yjs.Map)
-			rewrite := isMap && (retimed || needsFill(m, y.Kind))
+			// A filled-in member the map holds as a zero time is written too.
+			rewrite := isMap && (filled || retimed || needsFill(m, y.Kind))
 			same := sameYap(y, old)
 			if same && !rewrite {
 				continue
@@ -432,7 +433,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 				fixes = append(fixes, func() { writeYap(m, y) })
 			case stamp:
 				fixes = append(fixes, func() { m.Set("updatedAt", FormatTime(now)) })
-			case !filled:
+			default:
 				valid[id] = y // exactly what commit would read
 			}
 		case old != nil:

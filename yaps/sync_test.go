@@ -651,6 +651,9 @@ func TestSyncServerTimes(t *testing.T) {
 		require.Equal(t, now(), y.CreatedAt, id)
 		require.Equal(t, now(), y.UpdatedAt, id)
 	}
+	// A createdAt of the zero time is filled in, in the document too.
+	newTask("zero", map[string]string{"id": "zero", "createdAt": "0001-01-01T00:00:00.000Z", "updatedAt": at(0)})
+	require.Equal(t, now(), get("zero").CreatedAt)
 	// An updatedAt before createdAt becomes now.
 	newTask("backwards", map[string]string{"createdAt": at(-time.Minute), "updatedAt": at(-2 * time.Minute)})
 	require.Equal(t, now(), get("backwards").UpdatedAt)
