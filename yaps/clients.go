@@ -56,17 +56,12 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 	}
 	ref, me := a.List.Ref, a.Permission.ID
 	owners := make(map[uint64]string, len(ends))
-	var missing []uint64
-	c := &s.claims
-	c.mu.Lock()
+	var buf [8]uint64
+	missing := buf[:0]
 	for id := range ends {
-		if p, ok := c.m[claimKey{ref, id}]; ok {
-			owners[id] = p
-		} else {
-			missing = append(missing, id)
-		}
+		missing = append(missing, id)
 	}
-	c.mu.Unlock()
+	missing = s.claims.lookup(ref, missing, owners)
 	if len(missing) > 0 {
 		// Claim only the IDs under which the update adds structs the
 		// document does not have: structs it has (relayed back in a step
@@ -85,25 +80,9 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 		if err != nil {
 			return nil, err
 		}
-		if len(fresh) > maxNewClients {
-			return nil, Errorf(EINVALID, "the update writes under more than %d new Yjs client IDs", maxNewClients)
+		if err := s.claim(ctx, ref, me, fresh, owners); err != nil {
+			return nil, err
 		}
-		slices.Sort(fresh) // one lock order for concurrent claims (Postgres)
-		got := map[uint64]string{}
-		if len(fresh) > 0 {
-			if got, err = s.cfg.Store.ClaimClients(ctx, ref, me, fresh); err != nil {
-				return nil, err
-			}
-		}
-		c.mu.Lock()
-		if c.m == nil || len(c.m)+len(got) > maxCachedClaims {
-			c.m = make(map[claimKey]string, len(got))
-		}
-		for id, p := range got {
-			c.m[claimKey{ref, id}] = p
-			owners[id] = p
-		}
-		c.mu.Unlock()
 	}
 	if a.Permission.Role == RoleOwner {
 		return nil, nil
@@ -118,6 +97,69 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 		}
 	}
 	return foreign, nil
+}
+
+// ClaimClientIDs claims for a's permission the Yjs client IDs among ids
+// that no code has claimed yet. The sync endpoint calls it when a
+// connection that may write first announces an ID in awareness: a
+// y-websocket client announces its ID there as soon as it connects, before
+// it writes, and a writer who saw it there could otherwise write under it
+// first and own it. Actors that may not write claim nothing; more than
+// maxNewClients unclaimed IDs at once is EINVALID and claims none.
+func (s *Service) ClaimClientIDs(ctx context.Context, a *Actor, ids []uint64) error {
+	if len(ids) == 0 || !s.CanWrite(a) {
+		return nil
+	}
+	missing := s.claims.lookup(a.List.Ref, slices.Clone(ids), nil)
+	return s.claim(ctx, a.List.Ref, a.Permission.ID, missing, nil)
+}
+
+// lookup moves the owners of the cached IDs among ids into owners (when
+// not nil) and returns the others, reusing ids.
+func (c *claimCache) lookup(ref string, ids []uint64, owners map[uint64]string) []uint64 {
+	missing := ids[:0]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if p, ok := c.m[claimKey{ref, id}]; ok {
+			if owners != nil {
+				owners[id] = p
+			}
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return missing
+}
+
+// claim claims ids, none of them cached, for permission me, and caches and
+// adds to owners (when not nil) the owner of each: me, or the code that
+// claimed it first.
+func (s *Service) claim(ctx context.Context, ref, me string, ids []uint64, owners map[uint64]string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(ids) > maxNewClients {
+		return Errorf(EINVALID, "the update writes under more than %d new Yjs client IDs", maxNewClients)
+	}
+	slices.Sort(ids) // one lock order for concurrent claims (Postgres)
+	got, err := s.cfg.Store.ClaimClients(ctx, ref, me, ids)
+	if err != nil {
+		return err
+	}
+	c := &s.claims
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m)+len(got) > maxCachedClaims {
+		c.m = make(map[claimKey]string, len(got))
+	}
+	for id, p := range got {
+		c.m[claimKey{ref, id}] = p
+		if owners != nil {
+			owners[id] = p
+		}
+	}
+	return nil
 }
 
 // foreignStructs reports whether an update adds structs past d's state

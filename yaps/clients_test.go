@@ -2,6 +2,7 @@ package yaps_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -144,4 +145,57 @@ func TestNewClientIDsPerUpdateAreBounded(t *testing.T) {
 	got, err = e.store.ClaimClients(e.ctx, ref, "probe", []uint64{7000, 7063})
 	require.NoError(t, err)
 	require.Equal(t, map[uint64]string{7000: editor.Permission.ID, 7063: editor.Permission.ID}, got)
+}
+
+// A code that may write claims the client IDs its connection announces in
+// awareness, before it writes under them: another code that saw an ID
+// there may not write under it first. Codes that may not write claim none.
+func TestClaimClientIDs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Milk"), "", nil)
+	require.NoError(t, err)
+	alice := e.actor(owner, yaps.RoleEditor)
+	mallory := e.actor(owner, yaps.RoleEditor)
+	viewer := e.actor(owner, yaps.RoleViewer)
+	ref := owner.List.Ref
+	probe := func(id uint64) string {
+		t.Helper()
+		got, err := e.store.ClaimClients(e.ctx, ref, "probe", []uint64{id})
+		require.NoError(t, err)
+		return got[id]
+	}
+	insert := func(a *yaps.Actor, client uint64, s string) error {
+		t.Helper()
+		u := clientUpdate(t, a, docAs(t, e, a, client), "x", func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(0, s, nil) })
+		return e.svc.ApplyUpdate(e.ctx, a, u.Update, u.Origin)
+	}
+
+	// Alice announces 3003 and has not written yet: Mallory may not take it.
+	require.NoError(t, e.svc.ClaimClientIDs(e.ctx, alice, []uint64{3003}))
+	requireCode(t, yaps.EFORBIDDEN, insert(mallory, 3003, "X"))
+	require.NoError(t, insert(alice, 3003, "Oat "))
+	// A second announcement, by another code, changes nothing.
+	require.NoError(t, e.svc.ClaimClientIDs(e.ctx, mallory, []uint64{3003}))
+	require.Equal(t, alice.Permission.ID, probe(3003))
+
+	// A viewer, and any code of an archived list, claim nothing.
+	require.NoError(t, e.svc.ClaimClientIDs(e.ctx, viewer, []uint64{4004}))
+	require.Equal(t, "probe", probe(4004))
+	require.NoError(t, e.svc.ArchiveList(e.ctx, owner, ""))
+	require.NoError(t, e.svc.ClaimClientIDs(e.ctx, e.reauth(alice), []uint64{4005}))
+	require.Equal(t, "probe", probe(4005))
+	_, err = e.svc.UpdateList(e.ctx, e.reauth(owner), yaps.ListPatch{ArchivedAt: yaps.Null[time.Time]()}, "")
+	require.NoError(t, err)
+
+	// At most 64 unclaimed IDs at once; more claims none.
+	ids := make([]uint64, 65)
+	for i := range ids {
+		ids[i] = 6000 + uint64(i)
+	}
+	requireCode(t, yaps.EINVALID, e.svc.ClaimClientIDs(e.ctx, e.reauth(alice), ids))
+	require.Equal(t, "probe", probe(6000))
+	require.NoError(t, e.svc.ClaimClientIDs(e.ctx, e.reauth(alice), ids[1:]))
+	require.Equal(t, alice.Permission.ID, probe(6064))
 }

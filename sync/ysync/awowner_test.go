@@ -193,3 +193,28 @@ func TestHeldAwarenessIDsDoNotMakeEveryIDSweep(t *testing.T) {
 	require.LessOrEqual(t, sweeps, 40/8+1, "a sweep per doubling, not per ID")
 	_ = c
 }
+
+// The Yjs client IDs a connection that may write takes in awareness are
+// claimed for its code before the entry is relayed, once per connection;
+// a read-only connection claims none, nor does another connection's
+// entry it re-sends.
+func TestAwarenessClaimsClientIDs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	editor := e.dial(t, "L1", "editor")
+	viewer := e.dial(t, "L1", "viewer")
+	sendAwareness(editor, AwarenessEntry{ClientID: 7, Clock: 1, State: `{}`}, AwarenessEntry{ClientID: 9, Clock: 1, State: `{}`})
+	for _, c := range []*client{editor, viewer} {
+		require.Len(t, awarenessMap(t, c.nextOf(MsgAwareness)), 2)
+	}
+	sendAwareness(viewer, AwarenessEntry{ClientID: 8, Clock: 1, State: `{}`})
+	for _, c := range []*client{editor, viewer} {
+		require.Contains(t, awarenessMap(t, c.nextOf(MsgAwareness)), uint64(8))
+	}
+	// Renewals, and the editor's copy of the viewer's entry, claim nothing.
+	sendAwareness(editor, AwarenessEntry{ClientID: 7, Clock: 2, State: `{"x":1}`}, AwarenessEntry{ClientID: 8, Clock: 1, State: `{}`})
+	require.Equal(t, map[uint64]string{7: `{"x":1}`}, awarenessMap(t, viewer.nextOf(MsgAwareness)))
+	e.fake.mu.Lock()
+	defer e.fake.mu.Unlock()
+	require.Equal(t, []fakeClaim{{perm: "L1-editor", ids: []uint64{7, 9}}}, e.fake.claims)
+}

@@ -3,6 +3,7 @@ package ysync
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,6 +35,14 @@ type fakeService struct {
 	encodes, encoding int
 	maxEncoding       int
 	stateVectors      int // StateVector calls
+
+	// claims records each ClaimClientIDs call: the permission and IDs.
+	claims []fakeClaim
+}
+
+type fakeClaim struct {
+	perm string
+	ids  []uint64
 }
 
 type fakeList struct {
@@ -94,6 +103,14 @@ func (f *fakeService) Holds(_ context.Context, ref string, update []byte) (bool,
 		}
 	}
 	return false, nil
+}
+
+// ClaimClientIDs records the call; the fake never refuses a write for it.
+func (f *fakeService) ClaimClientIDs(_ context.Context, a *yaps.Actor, ids []uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims = append(f.claims, fakeClaim{a.Permission.ID, slices.Clone(ids)})
+	return nil
 }
 
 // EncodeState returns all updates joined (not a valid Yjs update; the tests

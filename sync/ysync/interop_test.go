@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -505,6 +506,38 @@ func TestInteropYWebsocket(t *testing.T) {
 		// duplicate of Mallory's.
 		n.call("reconnect", map[string]any{"id": "c-alice"}, nil)
 		require.Eventually(t, func() bool { return content() == "milk and bread" }, 10*time.Second, 20*time.Millisecond)
+	})
+
+	t.Run("a client ID is claimed when its awareness is announced", func(t *testing.T) {
+		t.Parallel()
+		n := n.with(t)
+		ref, owner := st.newList()
+		alice, _ := st.issue(ref, owner, "editor")
+		mallory, _ := st.issue(ref, owner, "editor")
+		y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "milk", "status": "open"}, 201)
+		id := y["id"].(string)
+		var conn struct {
+			ClientID float64 `json:"clientID"`
+		}
+		serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
+		n.call("connect", map[string]any{"id": "a-alice", "serverUrl": serverURL, "room": ref + "/sync", "code": alice}, &conn)
+		aliceID := strconv.FormatUint(uint64(conn.ClientID), 10)
+		// Her first state (y-protocols relays none at clock 0).
+		n.call("awareness", map[string]any{"id": "a-alice", "state": map[string]any{"user": "alice"}}, nil)
+
+		// Mallory sees Alice's client ID in awareness before Alice has
+		// written anything, and writes under it first: refused.
+		n.connect(st, "a-mallory", ref, mallory)
+		n.waitState("a-mallory", func(s nodeState) bool { _, ok := s.Awareness[aliceID]; return ok && yapOf(s, id)["content"] == "milk" })
+		n.call("forgeClient", map[string]any{"id": "a-mallory", "clientID": conn.ClientID}, nil)
+		n.call("insertText", map[string]any{"id": "a-mallory", "yapId": id, "field": "content", "index": 0, "text": "X"}, nil)
+		n.waitEvent(func(e nodeEvent) bool {
+			return e.Ev == "denied" && e.ID == "a-mallory" && e.Reason == "permission denied"
+		})
+
+		// Alice's first edit under her ID is stored.
+		n.call("insertText", map[string]any{"id": "a-alice", "yapId": id, "field": "content", "index": 4, "text": " and bread"}, nil)
+		require.Eventually(t, func() bool { return st.yaps(ref, owner)[id]["content"] == "milk and bread" }, 10*time.Second, 20*time.Millisecond)
 	})
 
 	t.Run("revocation closes the socket", func(t *testing.T) {

@@ -206,6 +206,11 @@ func (r *room) unload() {
 // ago (see awState.heldFrom): such an entry, state or null, is dropped
 // without closing the sender, since y-websocket clients re-send the states
 // of other clients they received.
+//
+// A y-websocket client announces its Yjs client ID here when it connects,
+// before it writes under it. So an ID a connection that may write takes
+// is claimed for its code before the entry is relayed: nobody who learns
+// the ID from the relay can write under it first (yaps.Service.ClaimClientIDs).
 func (r *room) applyAwareness(from *conn, payload []byte) error {
 	entries, err := DecodeAwareness(payload, AwarenessLimits{
 		MaxEntries:    r.s.cfg.MaxAwarenessEntries,
@@ -223,6 +228,8 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	}
 	accepted := entries[:0]
 	var overLimit bool
+	var taken []uint64 // IDs from takes, to claim
+	claims := from != nil && !from.readOnly.Load()
 	for _, e := range entries {
 		st := r.aw[e.ClientID]
 		if !st.takes(from, e, now) {
@@ -282,12 +289,22 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 			}
 			from.awIDs[e.ClientID] = struct{}{}
 			st.owner, st.lastPerm = from, ""
+			if claims {
+				taken = append(taken, e.ClientID)
+			}
 		}
 		r.setStateLocked(st, e.State)
 		st.clock, st.seen = e.Clock, now
 		accepted = append(accepted, e)
 	}
 	r.mu.Unlock()
+	if len(taken) > 0 {
+		// The entry is relayed even when the claim fails: presence is not
+		// worth refusing for a store error, and the write path claims too.
+		if err := r.s.svc.ClaimClientIDs(from.ctx, from.actor.Load(), taken); err != nil && from.ctx.Err() == nil {
+			r.s.log.Warn("sync: awareness client IDs not claimed", "list", r.ref, "err", err)
+		}
+	}
 	if len(accepted) > 0 {
 		upd := EncodeAwareness(accepted)
 		r.broadcast(AppendAwareness(nil, upd))

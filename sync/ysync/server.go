@@ -28,6 +28,9 @@ type backend interface {
 	CanWrite(a *yaps.Actor) bool
 	StateVector(ctx context.Context, ref string) ([]byte, error)
 	Holds(ctx context.Context, ref string, update []byte) (bool, error)
+	// ClaimClientIDs claims the Yjs client IDs a connection that may write
+	// announces in awareness for its code (see applyAwareness).
+	ClaimClientIDs(ctx context.Context, a *yaps.Actor, ids []uint64) error
 	EncodeState(ctx context.Context, ref string, stateVector []byte) ([]byte, error)
 	ApplyUpdates(ctx context.Context, ref string, ups []yaps.ClientUpdate) []error
 	Subscribe(fn func(yaps.Event)) (unsubscribe func())
