@@ -96,6 +96,17 @@ type Config struct {
 	MessagesPerSecond float64
 	MessageBurst      int
 
+	// RefusedWritesPerMinute caps the writes of one connection the service
+	// may refuse (EFORBIDDEN: an agent deleting outside its scope, a write
+	// under another code's client ID) per minute, with as many at once;
+	// past it the connection is closed with 4529. A refusal found after
+	// the update was applied costs the server a reload of the document, so
+	// a client sending refused writes in a loop would otherwise cost far
+	// more CPU than its messages. A y-websocket client sends a change once
+	// (and again in the step 2 of a reconnect), so an honest one stays far
+	// below. Default: 10; negative switches the limit off.
+	RefusedWritesPerMinute int
+
 	// MaxAwarenessEntries caps the entries in one awareness message.
 	// Default: 100.
 	MaxAwarenessEntries int
@@ -188,6 +199,7 @@ func (c Config) WithDefaults() Config {
 		c.MessagesPerSecond = 500
 	}
 	def(&c.MessageBurst, 2_000)
+	def(&c.RefusedWritesPerMinute, 10)
 	def(&c.MaxAwarenessEntries, 100)
 	def(&c.MaxAwarenessStateBytes, 64<<10)
 	def(&c.MaxAwarenessStates, 4_096)

@@ -51,6 +51,10 @@ type conn struct {
 	actor    atomic.Pointer[yaps.Actor]
 	readOnly atomic.Bool
 	denied   atomic.Bool // "permission denied" already sent
+
+	// Refused writes (allowRefusal), touched by the room's apply loop only.
+	refusedTokens float64
+	refusedAt     time.Time
 	closing  atomic.Bool
 
 	queuedMsgs  atomic.Int64
@@ -292,6 +296,28 @@ func (c *conn) closeForError(err error) {
 		c.s.log.Error("sync: service call failed", "list", c.room.ref, "err", err)
 		c.closeWith(CloseInternal, "internal error")
 	}
+}
+
+// allowRefusal takes one token from the connection's bucket of refused
+// writes (Config.RefusedWritesPerMinute). Only the room's apply loop calls
+// it, one at a time.
+func (c *conn) allowRefusal() bool {
+	n := c.s.cfg.RefusedWritesPerMinute
+	if n < 0 {
+		return true
+	}
+	now := time.Now()
+	if c.refusedAt.IsZero() {
+		c.refusedTokens = float64(n)
+	} else {
+		c.refusedTokens = min(float64(n), c.refusedTokens+now.Sub(c.refusedAt).Minutes()*float64(n))
+	}
+	c.refusedAt = now
+	if c.refusedTokens < 1 {
+		return false
+	}
+	c.refusedTokens--
+	return true
 }
 
 // allow takes one token from the connection's message bucket.
@@ -638,6 +664,9 @@ func (r *room) apply(batch []queuedUpdate) {
 			// was not applied. Only archive (seen through
 			// EventListChanged) turns the whole connection read-only.
 			c.deny()
+			if !c.allowRefusal() {
+				c.closeWith(CloseRateLimited, "rate limited: too many refused writes")
+			}
 		default:
 			c.closeForError(err)
 		}

@@ -152,6 +152,8 @@ func (f *fakeService) ApplyUpdates(_ context.Context, ref string, ups []yaps.Cli
 			errs[i] = yaps.Errorf(yaps.EFORBIDDEN, "read-only")
 		case u.Update[0] == 0xEE:
 			errs[i] = yaps.Errorf(yaps.EINVALID, "malformed update")
+		case u.Update[0] == 0xEF:
+			errs[i] = yaps.Errorf(yaps.EFORBIDDEN, "refused")
 		default:
 			l.updates = append(l.updates, append([]byte(nil), u.Update...))
 			f.applied++

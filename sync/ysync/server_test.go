@@ -903,3 +903,34 @@ func TestMountPrefix(t *testing.T) {
 		require.Panics(t, func() { s.Mount(http.NewServeMux(), bad) }, "prefix %q", bad)
 	}
 }
+
+// A connection whose writes keep being refused is closed with 4529 once
+// it is past RefusedWritesPerMinute: each refusal may cost the server a
+// reload of the document. It is told "permission denied" once before.
+func TestRefusedWritesAreRateLimited(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		perMinute, refusals int
+		closed              bool
+	}{
+		{perMinute: 3, refusals: 3, closed: false},
+		{perMinute: 3, refusals: 4, closed: true},
+		{perMinute: -1, refusals: 20, closed: false},
+	} {
+		e := newEnv(t, Config{RefusedWritesPerMinute: tc.perMinute})
+		c := e.dial(t, "L1", "editor")
+		for i := range tc.refusals {
+			c.write(AppendUpdate(nil, []byte{0xEF}))
+			if i == 0 {
+				require.Equal(t, "permission denied", c.nextOf(MsgAuth).Reason)
+			}
+			if i == tc.refusals-1 && tc.closed {
+				require.Equal(t, CloseRateLimited, c.closed(), "%+v", tc)
+				break
+			}
+			// Still open: a valid write goes through.
+			c.write(AppendUpdate(nil, []byte{byte(i + 1)}))
+			require.Equal(t, []byte{byte(i + 1)}, c.nextOf(MsgSync).Payload, "%+v", tc)
+		}
+	}
+}
