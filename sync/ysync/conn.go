@@ -55,7 +55,7 @@ type conn struct {
 	// Refused writes (allowRefusal), touched by the room's apply loop only.
 	refusedTokens float64
 	refusedAt     time.Time
-	closing  atomic.Bool
+	closing       atomic.Bool
 
 	queuedMsgs  atomic.Int64
 	queuedBytes atomic.Int64
