@@ -51,11 +51,11 @@ type conn struct {
 	actor    atomic.Pointer[yaps.Actor]
 	readOnly atomic.Bool
 	denied   atomic.Bool // "permission denied" already sent
+	closing  atomic.Bool
 
 	// Refused writes (allowRefusal), touched by the room's apply loop only.
 	refusedTokens float64
 	refusedAt     time.Time
-	closing       atomic.Bool
 
 	queuedMsgs  atomic.Int64
 	queuedBytes atomic.Int64
