@@ -218,3 +218,23 @@ func TestAwarenessClaimsClientIDs(t *testing.T) {
 	defer e.fake.mu.Unlock()
 	require.Equal(t, []fakeClaim{{perm: "L1-editor", ids: []uint64{7, 9}}}, e.fake.claims)
 }
+
+// A connection claims at most MaxAwarenessIDsPerConn client IDs over its
+// life: removing an ID frees its awareness slot, but a claim is stored for
+// good, so cycling IDs must not grow the store without bound.
+func TestAwarenessClaimsAreCappedPerConn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxAwarenessIDsPerConn: 2})
+	editor := e.dial(t, "L1", "editor")
+	send := func(entries ...AwarenessEntry) {
+		t.Helper()
+		sendAwareness(editor, entries...)
+		editor.nextOf(MsgAwareness)
+	}
+	send(AwarenessEntry{ClientID: 1, Clock: 1, State: `{}`}, AwarenessEntry{ClientID: 2, Clock: 1, State: `{}`})
+	send(AwarenessEntry{ClientID: 1, Clock: 2, State: "null"})
+	send(AwarenessEntry{ClientID: 3, Clock: 1, State: `{}`}) // relayed, not claimed
+	e.fake.mu.Lock()
+	defer e.fake.mu.Unlock()
+	require.Equal(t, []fakeClaim{{perm: "L1-editor", ids: []uint64{1, 2}}}, e.fake.claims)
+}

@@ -89,8 +89,10 @@ type conn struct {
 	tokens   float64
 	lastFill time.Time
 
-	// Guarded by room.mu: awareness client IDs this connection controls.
-	awIDs map[uint64]struct{}
+	// Guarded by room.mu: awareness client IDs this connection controls,
+	// and how many it had claimed (room.applyAwareness).
+	awIDs     map[uint64]struct{}
+	awClaimed int
 }
 
 func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {

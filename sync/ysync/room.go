@@ -289,7 +289,10 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 			}
 			from.awIDs[e.ClientID] = struct{}{}
 			st.owner, st.lastPerm = from, ""
-			if claims {
+			// A claim is stored for good; removing an ID frees its slot in
+			// awIDs, so the claims of a connection are capped on their own.
+			if claims && from.awClaimed < r.s.cfg.MaxAwarenessIDsPerConn {
+				from.awClaimed++
 				taken = append(taken, e.ClientID)
 			}
 		}
