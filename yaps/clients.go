@@ -102,9 +102,9 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 // ClaimClientIDs claims for a's permission the Yjs client IDs among ids
 // that no code has claimed yet. The sync endpoint calls it when a
 // connection that may write first announces an ID in awareness: a
-// y-websocket client announces its ID there as soon as it connects, before
-// it writes, and a writer who saw it there could otherwise write under it
-// first and own it. Actors that may not write claim nothing; more than
+// y-websocket client shows its ID there once the app sets a state, usually
+// before it writes, and a writer who saw it there could otherwise write
+// under it first and own it. Actors that may not write claim nothing; more than
 // maxNewClients unclaimed IDs at once is EINVALID and claims none.
 func (s *Service) ClaimClientIDs(ctx context.Context, a *Actor, ids []uint64) error {
 	if len(ids) == 0 || !s.CanWrite(a) {

@@ -54,8 +54,7 @@ type conn struct {
 	closing  atomic.Bool
 
 	// Refused writes (allowRefusal), touched by the room's apply loop only.
-	refusedTokens float64
-	refusedAt     time.Time
+	refusals bucket
 
 	queuedMsgs  atomic.Int64
 	queuedBytes atomic.Int64
@@ -86,8 +85,7 @@ type conn struct {
 	pendingBytes int
 
 	// Used only by the connection's read goroutine.
-	tokens   float64
-	lastFill time.Time
+	messages bucket
 
 	// Guarded by room.mu: awareness client IDs this connection controls,
 	// and how many it had claimed (room.applyAwareness).
@@ -96,7 +94,7 @@ type conn struct {
 }
 
 func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {
-	c := &conn{s: s, room: rm, code: code, ipKey: ipKey, tokens: float64(s.cfg.MessageBurst), lastFill: time.Now()}
+	c := &conn{s: s, room: rm, code: code, ipKey: ipKey}
 	if a.Permission != nil {
 		c.permID = a.Permission.ID
 	}
@@ -304,40 +302,36 @@ func (c *conn) closeForError(err error) {
 // writes (Config.RefusedWritesPerMinute). Only the room's apply loop calls
 // it, one at a time.
 func (c *conn) allowRefusal() bool {
-	n := c.s.cfg.RefusedWritesPerMinute
-	if n < 0 {
-		return true
-	}
-	now := time.Now()
-	if c.refusedAt.IsZero() {
-		c.refusedTokens = float64(n)
-	} else {
-		c.refusedTokens = min(float64(n), c.refusedTokens+now.Sub(c.refusedAt).Minutes()*float64(n))
-	}
-	c.refusedAt = now
-	if c.refusedTokens < 1 {
-		return false
-	}
-	c.refusedTokens--
-	return true
+	n := float64(c.s.cfg.RefusedWritesPerMinute)
+	return n < 0 || c.refusals.take(n/60, n)
 }
 
 // allow takes one token from the connection's message bucket.
 func (c *conn) allow() bool {
 	rate := c.s.cfg.MessagesPerSecond
-	if rate < 0 {
-		return true
-	}
+	return rate < 0 || c.messages.take(rate, float64(c.s.cfg.MessageBurst))
+}
+
+// bucket is a token bucket that starts full. Not safe for concurrent use.
+type bucket struct {
+	tokens float64
+	filled time.Time // zero: never taken from
+}
+
+// take refills the bucket at rate tokens a second up to burst and takes
+// one token, reporting whether there was one.
+func (b *bucket) take(rate, burst float64) bool {
 	now := time.Now()
-	c.tokens += now.Sub(c.lastFill).Seconds() * rate
-	c.lastFill = now
-	if burst := float64(c.s.cfg.MessageBurst); c.tokens > burst {
-		c.tokens = burst
+	if b.filled.IsZero() {
+		b.tokens = burst
+	} else {
+		b.tokens = min(burst, b.tokens+now.Sub(b.filled).Seconds()*rate)
 	}
-	if c.tokens < 1 {
+	b.filled = now
+	if b.tokens < 1 {
 		return false
 	}
-	c.tokens--
+	b.tokens--
 	return true
 }
 

@@ -207,8 +207,9 @@ func (r *room) unload() {
 // without closing the sender, since y-websocket clients re-send the states
 // of other clients they received.
 //
-// A y-websocket client announces its Yjs client ID here when it connects,
-// before it writes under it. So an ID a connection that may write takes
+// A y-websocket client shows its Yjs client ID here once the app sets an
+// awareness state, usually before it writes under it (a state at clock 0,
+// sent on connect, is not taken). So an ID a connection that may write takes
 // is claimed for its code before the entry is relayed: nobody who learns
 // the ID from the relay can write under it first (yaps.Service.ClaimClientIDs).
 func (r *room) applyAwareness(from *conn, payload []byte) error {
