@@ -29,6 +29,21 @@ type Config struct {
 	// MaxMessageSize is the largest frame a client may send, in bytes;
 	// larger frames close the connection with 1009. Default: 1 MiB.
 	MaxMessageSize int64
+	// MaxSyncStep2Size is the largest sync step 2 a client may send while
+	// it syncs after connecting (see step2.go): a client that edited
+	// offline sends all of those edits in that one frame, and closing it
+	// with 1009 would make it retry the same frame forever. Only a
+	// connection holding one of SyncStep2Slots gets it. Default: 16 MiB
+	// (yaps.DefaultMaxDocBytes, the largest document); at most
+	// MaxMessageSize turns it off.
+	MaxSyncStep2Size int64
+	// SyncStep2Slots caps the connections of this process allowed a sync
+	// step 2 over MaxMessageSize at the same time. Each may take about
+	// twice MaxSyncStep2Size of memory while its frame is read, so this
+	// bounds that memory. A connection that finds every slot taken has
+	// MaxMessageSize for its step 2 too (a larger one is closed with 1009
+	// and its client retries). Default: 4; negative: none.
+	SyncStep2Slots int
 
 	// MaxRooms caps the rooms (lists with a live or idle room) held by this
 	// process. Idle rooms are evicted first; past the cap a new list's
@@ -182,6 +197,10 @@ func (c Config) WithDefaults() Config {
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 1 << 20
 	}
+	if c.MaxSyncStep2Size == 0 {
+		c.MaxSyncStep2Size = max(yaps.DefaultMaxDocBytes, c.MaxMessageSize)
+	}
+	def(&c.SyncStep2Slots, 4)
 	def(&c.MaxRooms, 10_000)
 	def(&c.MaxConnsPerProcess, 20_000)
 	def(&c.MaxConnsPerRoom, 1_000)

@@ -86,6 +86,13 @@ type conn struct {
 
 	// Used only by the connection's read goroutine.
 	messages bucket
+	// The sync phase (step2.go): the gorilla connection whose read limit
+	// it raises, whether it still runs, its frames, and whether the
+	// connection holds a Server.step2Slots slot.
+	ws         *websocket.Conn
+	syncing    bool
+	syncFrames int
+	step2Slot  bool
 
 	// Guarded by room.mu: awareness client IDs this connection controls,
 	// and how many it had claimed (room.applyAwareness).
@@ -94,7 +101,7 @@ type conn struct {
 }
 
 func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {
-	c := &conn{s: s, room: rm, code: code, ipKey: ipKey}
+	c := &conn{s: s, room: rm, code: code, ipKey: ipKey, syncing: true}
 	if a.Permission != nil {
 		c.permID = a.Permission.ID
 	}
@@ -339,6 +346,9 @@ func (b *bucket) take(rate, burst float64) bool {
 // connection's read goroutine, one frame at a time, so a slow service call
 // slows only this client.
 func (c *conn) handle(frame []byte) {
+	if c.syncing {
+		c.syncFrame(frame)
+	}
 	if c.closing.Load() {
 		return
 	}

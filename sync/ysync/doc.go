@@ -106,7 +106,8 @@
 //	4404 list not found
 //	4413 too large         update or document over a size limit
 //	1003 unsupported data  text frame
-//	1009 message too big   frame over MaxMessageSize (sent by gorilla)
+//	1009 message too big   frame over MaxMessageSize, or a step 2 over
+//	                       MaxSyncStep2Size (sent by gorilla; see step2.go)
 //	4529 rate limited      (transient: the client reconnects and resyncs)
 //	4500 internal error    (transient)
 //	4503 overloaded        capacity

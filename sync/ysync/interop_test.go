@@ -470,6 +470,45 @@ func TestInteropYWebsocket(t *testing.T) {
 		n.waitState("s-b", func(s nodeState) bool { return yapOf(s, id)["content"] == "offline milk online" })
 	})
 
+	t.Run("an edit over MaxMessageSize syncs in the step 2 of a reconnect", func(t *testing.T) {
+		t.Parallel()
+		n := n.with(t)
+		cfg := Config{MaxMessageSize: 16 << 10}
+		db := filepath.Join(t.TempDir(), "yaps.db")
+		st1 := startStack(t, cfg, db, "127.0.0.1:0")
+		addr := st1.ts.Listener.Addr().String()
+		ref, owner := st1.newList()
+		n.connect(st1, "g-a", ref, owner)
+		st1.shutdown()
+		n.waitEvent(func(e nodeEvent) bool { return e.Ev == "closed" && e.ID == "g-a" })
+		tooBig := func(e nodeEvent) bool { return e.Ev == "closed" && e.ID == "g-a" && e.Code == 1009 }
+
+		// Edited offline: 40 kB, all of it in the step 2 the provider
+		// sends when it reconnects.
+		offline := strings.Repeat("offline ", 5000)
+		n.call("setCustom", map[string]any{"id": "g-a", "key": "k", "value": "v", "text": offline}, nil)
+		st2 := startStack(t, cfg, db, addr)
+		require.Eventually(t, func() bool { return strings.Contains(string(st2.snapshot(ref, owner)), offline) },
+			10*time.Second, 50*time.Millisecond)
+		require.False(t, n.sawEvent(tooBig))
+
+		// A live update over the limit is refused, but the provider
+		// reconnects, and its step 2 carries the edit.
+		live := strings.Repeat("live ", 5000)
+		n.call("setCustom", map[string]any{"id": "g-a", "key": "k", "value": "w", "text": live}, nil)
+		n.waitEvent(tooBig)
+		require.Eventually(t, func() bool { return strings.Contains(string(st2.snapshot(ref, owner)), live) },
+			10*time.Second, 50*time.Millisecond)
+		n.connect(st2, "g-b", ref, owner)
+		var got struct {
+			Custom map[string]any `json:"custom"`
+			Notes  string         `json:"notes"`
+		}
+		n.call("customOf", map[string]any{"id": "g-b"}, &got)
+		require.Equal(t, map[string]any{"k": "w"}, got.Custom)
+		require.Equal(t, live+offline, got.Notes)
+	})
+
 	t.Run("a client ID belongs to its code", func(t *testing.T) {
 		t.Parallel()
 		n := n.with(t)

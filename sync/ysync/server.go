@@ -100,6 +100,11 @@ type Server struct {
 	wg     sync.WaitGroup // admitted connections until their handler is done
 	bg     sync.WaitGroup // apply workers and re-checks, which call the service
 
+	// step2Slots holds a token per connection whose read limit is raised
+	// for a large sync step 2 (step2.go); nil when SyncStep2Slots is
+	// negative.
+	step2Slots chan struct{}
+
 	// awFramesBuilt counts the full awareness frames built (for tests).
 	awFramesBuilt atomic.Int64
 }
@@ -131,6 +136,9 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 		byPerm: map[string]map[*conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.SyncStep2Slots > 0 {
+		s.step2Slots = make(chan struct{}, cfg.SyncStep2Slots)
+	}
 
 	m := melody.New()
 	m.Config.MaxMessageSize = cfg.MaxMessageSize
@@ -502,6 +510,7 @@ func (s *Server) onConnect(ms *melody.Session) {
 		return
 	}
 	c.sess = ms
+	c.ws = gorillaConn(ms)
 	s.mu.Lock()
 	set := s.byPerm[c.permID]
 	if set == nil {
@@ -533,6 +542,7 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 	}
 	c.cancel()
 	c.stopKill()
+	c.endSync() // the read loop has ended: give a step 2 slot back
 	// Melody's read loop has ended: the closing handshake, if any, is over
 	// (conn.keepOpenOnClose left the socket open for it). After a frame
 	// over the limit the rest of the client's bytes are drained first.
