@@ -97,7 +97,9 @@ func (a *Actor) can(o op, kind Kind) error {
 // writable returns EFORBIDDEN when l is archived.
 func writable(l *List) error {
 	if l.Archived() {
-		return Errorf(EFORBIDDEN, "the list is archived; unarchive it (PATCH archivedAt: null) to write")
+		return errArchived
 	}
 	return nil
 }
+
+var errArchived = Errorf(EFORBIDDEN, "the list is archived; unarchive it (PATCH archivedAt: null) to write")

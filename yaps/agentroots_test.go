@@ -133,3 +133,35 @@ func TestAgentCannotWriteFormattedUnknownRoots(t *testing.T) {
 	require.Equal(t, "bold world", text(docOf(t, e, owner)).String())
 	require.Equal(t, "bold world", text(p.doc).String(), "the agent's doc")
 }
+
+// What an agent inserts where it may not write is deleted again, whatever
+// the text shows of it: formatting and embeds in a note's text (HTTP reads
+// the plain string, a rich-text client shows the link), members beside the
+// schema in a note or in the list. The update is applied and compensated;
+// the note and the list are as they were.
+func TestAgentOutOfScopeInsertsUndone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.list()
+	note, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("pay the invoice here")}, "", nil)
+	require.NoError(t, err)
+	agent := e.actor(owner, yaps.RoleAgent) // tasks:write
+	d0 := docOf(t, e, owner)
+	noteLen, listLen := ymap(t, d0, note.ID).Len(), d0.GetMap("list").Len()
+	for name, edit := range map[string]func(d *yjs.Doc){
+		"link": func(d *yjs.Doc) {
+			text(t, ymap(t, d, note.ID), "body").Format(0, 3, map[string]any{"link": "https://evil.example"})
+		},
+		"embed": func(d *yjs.Doc) {
+			text(t, ymap(t, d, note.ID), "body").InsertEmbed(4, map[string]any{"image": "x.png"}, nil)
+		},
+		"note member": func(d *yjs.Doc) { ymap(t, d, note.ID).Set("agentNote", "x") },
+		"list member": func(d *yjs.Doc) { d.GetMap("list").Set("theme", "agent's") },
+	} {
+		require.NoError(t, newPeer(t, e, agent).send(func(d *yjs.Doc) { edit(d) }), name)
+		d := docOf(t, e, owner)
+		require.Equal(t, []yjs.Delta{{Insert: "pay the invoice here"}}, text(t, ymap(t, d, note.ID), "body").ToDelta(), name)
+		require.Equal(t, noteLen, ymap(t, d, note.ID).Len(), name)
+		require.Equal(t, listLen, d.GetMap("list").Len(), name)
+	}
+}

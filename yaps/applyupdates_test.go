@@ -144,8 +144,7 @@ func TestApplyUpdatesCompensatesAgainstEarlierUpdates(t *testing.T) {
 				ymap(t, d, y.ID).Set("status", "later") // invalid
 			}),
 			clientUpdate(t, agent, docOf(t, e, agent), "agent", func(d *yjs.Doc) {
-				d.GetMap("list").Set("title", "Mine")                 // agents may not rename
-				text(t, ymap(t, d, n.ID), "body").Insert(0, "x", nil) // nor edit notes
+				text(t, ymap(t, d, n.ID), "body").Insert(0, "x", nil) // agents may not edit notes
 				ymap(t, d, y.ID).Set("priority", "urgent")            // invalid value
 			}),
 		}

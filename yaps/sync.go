@@ -179,6 +179,12 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		// fn may run again (write ahead, then in the transaction): each
 		// run sets every errs[i] of ok, or fails and the loop below does.
 		for _, i := range ok {
+			if l := w.batch.list; l != nil && l.ArchivedAt != nil {
+				// Archived by an earlier update of the batch: refused
+				// untouched, as it would be alone.
+				errs[i] = errArchived
+				continue
+			}
 			w.actor = ups[i].Actor
 			errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin, foreign[i])
 			if errs[i] == errDependsOnMissing || errs[i] == errForeignClient {
@@ -250,11 +256,21 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	ymKeys := map[string]bool{} // changed keys of the root map "yaps"
 	ym := d.GetMap(rootYaps)
 	got := false // the update changed the document
-	// An agent's changes outside the schema: what it inserted there, and
-	// whether it deleted anything that was there before.
+	// An agent's changes outside what it may write: what it inserted there,
+	// and whether it deleted anything that was there before.
 	var foreignIns yjs.IDSet
 	foreignDel := false
 	agent := !allowed(a.Permission, opWriteOther, "") // an agent: only yaps
+	// outside says where an agent may not write: the roots outside the
+	// schema, the list map, and the yaps outside its scope (by their kind
+	// before this update; a new yap out of scope is removed below).
+	outside := func(root, key string) bool {
+		if root != rootYaps {
+			return true
+		}
+		old := before(key)
+		return old != nil && a.can(opWriteYap, old.Kind) != nil
+	}
 	first := true
 	unA := d.OnAfterTransaction(func(tx *yjs.Transaction) {
 		if tx.HasChanges() {
@@ -264,8 +280,8 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		// formatted text runs a clean-up transaction after it, whose
 		// (server-made) changes must not replace what the client did.
 		if agent && first {
-			foreignIns = tx.InsertedUnder(foreignRoot)
-			foreignDel = tx.DeletedUnder(foreignRoot)
+			foreignIns = tx.InsertedUnder(outside)
+			foreignDel = tx.DeletedUnder(outside)
 		}
 		first = false
 		for t, keys := range tx.Changed() {
@@ -322,13 +338,18 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		w.dirty = wasDirty // a duplicate: nothing integrated
 		return nil
 	}
-	// An agent's scope names yap kinds; root types outside the schema (R9
-	// keeps and relays them) are not in any scope. What it inserted there is
-	// deleted again below, like an invalid yap is compensated, so its Y.Doc
-	// stays in step with the list. What it deleted there cannot be put back
-	// in general, so such an update is refused whole. (Set for agents only.)
+	// An agent's scope names yap kinds: it may not write root types outside
+	// the schema (R9 keeps and relays them), the list, or a yap of a kind
+	// outside its scope, members outside the schema, formatting and embeds
+	// included. What it inserted there is deleted again below, like an
+	// invalid yap is compensated, so its Y.Doc stays in step with the list.
+	// What it deleted there (a text's characters, a member's old value, a
+	// yap removed or replaced) cannot be put back in general: putting back
+	// a yap would take a new map, and an edit another client makes to the
+	// old one at the same time would be lost. So such an update is refused
+	// whole. (Set for agents only.)
 	if foreignDel {
-		return Errorf(EFORBIDDEN, "an agent code may only change yaps")
+		return Errorf(EFORBIDDEN, "an agent code may only change yaps within its scope")
 	}
 	if w.limits && d.ClockSum() > clock0 {
 		w.grew = true // for checkLimits
@@ -336,16 +357,6 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	w.updates = append(w.updates, update)
 	w.origins = append(w.origins, origin)
 
-	// An agent may not remove or replace a yap outside its scope. Putting
-	// it back would take a new map, and an edit another client makes to
-	// the old one at the same time would be lost; so, like a deletion in a
-	// root outside the schema, the update is refused whole. (Out of scope
-	// only happens to agents: other writers may write every kind.)
-	for id := range ymKeys {
-		if old := before(id); old != nil && a.can(opWriteYap, old.Kind) != nil {
-			return Errorf(EFORBIDDEN, "an agent code may not remove or replace a yap outside its scope")
-		}
-	}
 	ids := ymKeys
 	if len(ymKeys) > 0 {
 		e.owners = nil // yaps added, removed or replaced
@@ -363,13 +374,17 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	now := w.s.now()
 	var fixes []func()
 	valid := map[string]*Yap{}
+	// Every stored change is audited (R5); audited notes that one was, or
+	// that an earlier entry of the same code stands for it.
+	audited := false
+	audit := func(action, id string) { audited = true; w.auditf(action, id, "sync") }
 	for id := range ids {
 		old := before(id)
 		v, inDoc := ym.Get(id)
 		if !inDoc {
 			if old != nil { // removed; refused above when outside the actor's scope
 				w.touch(id)
-				w.auditf("yap.remove", id, "sync")
+				audit("yap.remove", id)
 				left(id, nil)
 			}
 			continue
@@ -416,10 +431,16 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			}
 			if !same {
 				w.touch(id)
-				if old == nil {
-					w.auditf("yap.create", id, "sync")
-				} else {
-					w.auditSyncUpdate(id)
+				switch {
+				case old == nil:
+					audit("yap.create", id)
+				case y.DeletedAt != nil && old.DeletedAt == nil:
+					audit("yap.delete", id) // as over HTTP, never merged with edits
+				case y.DeletedAt == nil && old.DeletedAt != nil:
+					audit("yap.restore", id)
+				default:
+					audited = true
+					w.auditSyncEdit("yap.update", id)
 				}
 			}
 			// A sync edit that leaves updatedAt alone: stamp it, at most
@@ -463,8 +484,13 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		if err != nil {
 			fixes = append(fixes, func() { writeList(d, beforeList) })
 		} else {
-			if lf.Title != beforeList.Title || lf.Kind != beforeList.Kind || !sameTime(lf.ArchivedAt, beforeList.ArchivedAt) {
-				w.auditf("list.update", "", "sync")
+			switch {
+			case lf.ArchivedAt != nil && beforeList.ArchivedAt == nil:
+				audit("list.archive", "") // as over HTTP
+			case lf.ArchivedAt == nil && beforeList.ArchivedAt != nil:
+				audit("list.unarchive", "")
+			case lf.Title != beforeList.Title || lf.Kind != beforeList.Kind || !sameTime(lf.ArchivedAt, beforeList.ArchivedAt):
+				audit("list.update", "")
 			}
 			if w.batch != nil {
 				w.batch.list = &lf
@@ -476,6 +502,12 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	}
 	if len(fixes) == 0 {
 		w.valid = valid
+		if !audited {
+			// Stored, yet no yap or list field changed: a root outside the
+			// schema, a member beside it, or a value set again. Recorded
+			// too, and merged per code like typing.
+			w.auditSyncEdit("doc.update", "")
+		}
 	}
 	if len(fixes) > 0 {
 		w.edit(func() {
@@ -524,9 +556,6 @@ func serverTimes(y, old *Yap, now time.Time) (changed bool) {
 	}
 	return changed
 }
-
-// foreignRoot reports whether a root type is outside the schema of R9.
-func foreignRoot(name string) bool { return name != rootYaps && name != rootList }
 
 // touchGrain is how stale a yap's updatedAt may get under sync edits that
 // do not set it: the server stamps it on the first such edit after

@@ -229,7 +229,6 @@ func TestSyncCompensation(t *testing.T) {
 		{"agent edits a note", agent, func(t *testing.T, d *yjs.Doc) {
 			text(t, ymap(t, d, n.ID), "body").Insert(0, "hacked ", nil)
 		}},
-		{"agent renames the list", agent, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("title", "mine") }},
 		{"list title too long", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("title", string(long)) }},
 		{"list kind invalid", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Set("kind", "widgets") }},
 		{"list title removed", owner, func(t *testing.T, d *yjs.Doc) { d.GetMap("list").Delete("title") }},
@@ -724,10 +723,12 @@ func TestSyncServerTimes(t *testing.T) {
 	require.Equal(t, now(), y.UpdatedAt)
 }
 
-// An agent's update that removes or replaces a yap outside its scope is
-// refused whole: putting the yap back would lose an edit another client
-// makes to it at the same time.
-func TestAgentCannotRemoveYapsOutsideItsScope(t *testing.T) {
+// An agent's update that deletes anything where the agent may not write
+// is refused whole: a yap outside its scope removed or replaced (putting it
+// back would lose an edit another client makes to it at the same time),
+// any member of such a yap changed or removed, text deleted in it, and the
+// same in the list map.
+func TestAgentCannotDeleteOutsideItsScope(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	owner := e.list()
@@ -735,6 +736,11 @@ func TestAgentCannotRemoveYapsOutsideItsScope(t *testing.T) {
 	require.NoError(t, err)
 	agent := e.actor(owner, yaps.RoleAgent)
 	editor := e.actor(owner, yaps.RoleEditor)
+	// Members an app keeps beside the schema, on the note and the list.
+	require.NoError(t, newPeer(t, e, owner).send(func(d *yjs.Doc) {
+		ymap(t, d, n.ID).Set("color", "red")
+		d.GetMap("list").Set("theme", "dark")
+	}))
 	for name, edit := range map[string]func(d *yjs.Doc){
 		"remove":  func(d *yjs.Doc) { d.GetMap("yaps").Delete(n.ID) },
 		"replace": func(d *yjs.Doc) { d.GetMap("yaps").Set(n.ID, yjs.NewMap()) },
@@ -745,6 +751,12 @@ func TestAgentCannotRemoveYapsOutsideItsScope(t *testing.T) {
 			m.Set("status", "open")
 			m.Set("content", yjs.NewText("mine"))
 		},
+		"text deleted":          func(d *yjs.Doc) { text(t, ymap(t, d, n.ID), "body").Delete(1, 2) },
+		"member changed":        func(d *yjs.Doc) { ymap(t, d, n.ID).Set("color", "agent's") },
+		"member removed":        func(d *yjs.Doc) { ymap(t, d, n.ID).Delete("color") },
+		"list renamed":          func(d *yjs.Doc) { d.GetMap("list").Set("title", "mine") },
+		"list member removed":   func(d *yjs.Doc) { d.GetMap("list").Delete("theme") },
+		"insert, then a delete": func(d *yjs.Doc) { ymap(t, d, n.ID).Set("new", "x"); d.GetMap("list").Delete("theme") },
 	} {
 		v0, err := e.store.List(e.ctx, owner.List.Ref)
 		require.NoError(t, err)
@@ -762,6 +774,11 @@ func TestAgentCannotRemoveYapsOutsideItsScope(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, yaps.KindNote, got.Kind)
 		require.Equal(t, "x", got.Body[:1], "%s: the editor's edit stands", name)
+		d := docOf(t, e, owner)
+		color, _ := ymap(t, d, n.ID).Get("color")
+		theme, _ := d.GetMap("list").Get("theme")
+		_, added := ymap(t, d, n.ID).Get("new")
+		require.Equal(t, []any{"red", "dark", false}, []any{color, theme, added}, name)
 		// In a batch too: the agent's update is refused, the editor's applies.
 		ag = clientUpdate(t, agent, docOf(t, e, agent), "agent", edit)
 		ed = clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {

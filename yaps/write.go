@@ -85,20 +85,21 @@ func (w *writeOp) auditf(action, yapID, detail string) {
 	}
 }
 
-// auditKey names a run of sync edits: one code editing one yap.
+// auditKey names a run of sync edits: one code editing one yap ("" for
+// changes outside the yaps and the list's fields).
 type auditKey struct{ perm, yap string }
 
-// auditSyncUpdate records a sync edit of an existing yap as "yap.update",
-// unless an entry recorded by this process for the same code and yap less
-// than Config.AuditCoalesce ago already stands for it (see Config). The
-// time is noted in finish, once the entry is committed.
-func (w *writeOp) auditSyncUpdate(id string) {
+// auditSyncEdit records a sync edit (of yap id, or action "doc.update"
+// with no yap) unless an entry recorded by this process for the same code
+// and yap less than Config.AuditCoalesce ago already stands for it (see
+// Config). The time is noted in finish, once the entry is committed.
+func (w *writeOp) auditSyncEdit(action, id string) {
 	win := w.s.cfg.AuditCoalesce
 	if w.actor == nil {
 		return
 	}
 	if win < 0 {
-		w.auditf("yap.update", id, "sync")
+		w.auditf(action, id, "sync")
 		return
 	}
 	k := auditKey{w.actor.Permission.ID, id}
@@ -106,7 +107,7 @@ func (w *writeOp) auditSyncUpdate(id string) {
 	if at, ok := w.e.auditAt[k]; ok && now.Sub(at) < win && !now.Before(at) {
 		return
 	}
-	w.auditf("yap.update", id, w.s.coalesceDetail)
+	w.auditf(action, id, w.s.coalesceDetail)
 	w.auditKeys = append(w.auditKeys, k)
 }
 

@@ -9,11 +9,13 @@ type IDSet struct{ ds deleteSet }
 func (s *IDSet) Empty() bool { return s.ds.empty() }
 
 // InsertedUnder returns the structs this transaction created, and did not
-// delete again, inside root types whose name pick accepts; a nested type's
-// content counts under its root. Structs whose root is unknown (a
-// parent that was garbage collected) are never picked. Call it from
-// OnAfterTransaction.
-func (tx *Transaction) InsertedUnder(pick func(root string) bool) IDSet {
+// delete again, at places pick accepts: pick gets the name of the root type
+// a struct lies in (a nested type's content counts under its root) and,
+// when that root is a map, the key of the root's entry that holds it (the
+// entry itself or a type nested in it; "" in a sequence root). Structs
+// whose root is unknown (a parent that was garbage collected) are never
+// picked. Call it from OnAfterTransaction.
+func (tx *Transaction) InsertedUnder(pick func(root, key string) bool) IDSet {
 	var s IDSet
 	for i, e := range tx.touched {
 		if i >= len(tx.afterState) {
@@ -32,7 +34,7 @@ func (tx *Transaction) InsertedUnder(pick func(root string) bool) IDSet {
 			if it.deleted() { // GC structs too; a nil parent fails rootOf
 				continue
 			}
-			if root, ok := rootOf(it.parent); ok && pick(root) {
+			if root, key, ok := placeOf(it); ok && pick(root, key) {
 				start := max(it.id.clock, from)
 				s.ds.add(e.client, start, min(it.id.clock+it.length, to)-start)
 			}
@@ -43,10 +45,10 @@ func (tx *Transaction) InsertedUnder(pick func(root string) bool) IDSet {
 }
 
 // DeletedUnder reports whether this transaction deleted a struct that
-// existed before it inside a root type whose name pick accepts, or whose
-// root is unknown. Call it from OnAfterTransaction, before the deleted
+// existed before it at a place pick accepts (as for InsertedUnder), or
+// whose root is unknown. Call it from OnAfterTransaction, before the deleted
 // content is garbage collected.
-func (tx *Transaction) DeletedUnder(pick func(root string) bool) bool {
+func (tx *Transaction) DeletedUnder(pick func(root, key string) bool) bool {
 	for _, cd := range tx.deleteSet.clients {
 		cs := tx.doc.store.clients[cd.client]
 		before := tx.before(cd.client)
@@ -63,7 +65,7 @@ func (tx *Transaction) DeletedUnder(pick func(root string) bool) bool {
 				if it.isGC() {
 					continue // collected before this transaction
 				}
-				if root, ok := rootOf(it.parent); !ok || pick(root) {
+				if root, key, ok := placeOf(it); !ok || pick(root, key) {
 					return true
 				}
 			}
@@ -79,4 +81,15 @@ func (d *Doc) DeleteIDs(s IDSet, origin any) {
 		return
 	}
 	d.transact(func(tx *Transaction) { d.applyDeleteSet(tx, &s.ds) }, origin, true)
+}
+
+// placeOf returns the root type it lies in and, for a map root, the key of
+// the root's entry that holds it (see InsertedUnder).
+func placeOf(it *item) (root, key string, ok bool) {
+	top := it
+	for tb := it.parent; tb != nil && tb.item != nil; tb = tb.item.parent {
+		top = tb.item
+	}
+	root, ok = rootOf(it.parent)
+	return root, top.parentSub, ok
 }

@@ -15,7 +15,7 @@ import (
 // peer converges on the result.
 func TestInsertedUnderAndDeleteIDs(t *testing.T) {
 	t.Parallel()
-	picked := func(root string) bool { return root == "drop" || root == "meta" }
+	picked := func(root, _ string) bool { return root == "drop" || root == "meta" }
 	inner := func(d *Doc) *Map { m, _ := d.GetMap("meta").Get("m"); return m.(*Map) }
 	for _, tc := range []struct {
 		name        string
@@ -93,4 +93,69 @@ func TestInsertedUnderAndDeleteIDs(t *testing.T) {
 			require.Equal(t, tc.want, state(peer))
 		})
 	}
+}
+
+// pick sees the key of the root map's entry a struct lies under, so a
+// caller can take back what an update did to one entry (a yap) and keep
+// what it did to the others, formatting and embeds included.
+func TestInsertedUnderEntry(t *testing.T) {
+	t.Parallel()
+	server, peer := NewDoc(WithClientID(1)), NewDoc(WithClientID(2))
+	sync := func(from, to *Doc) {
+		t.Helper()
+		u, err := from.EncodeStateAsUpdate(to.EncodeStateVector())
+		require.NoError(t, err)
+		require.NoError(t, to.ApplyUpdate(u, nil))
+	}
+	server.Transact(func(*Transaction) {
+		for _, k := range []string{"a", "b"} {
+			m := NewMap()
+			server.GetMap("yaps").Set(k, m)
+			m.Set("body", NewText("text "+k))
+		}
+	}, nil)
+	sync(server, peer)
+	body := func(d *Doc, k string) *Text {
+		m, _ := d.GetMap("yaps").Get(k)
+		b, _ := m.(*Map).Get("body")
+		return b.(*Text)
+	}
+	onlyB := func(root, key string) bool { return root == "yaps" && key == "b" }
+	apply := func(edit func()) (ins IDSet, deleted bool) {
+		t.Helper()
+		var up []byte
+		unU := peer.OnUpdate(func(b []byte, _ any) { up = b })
+		peer.Transact(func(*Transaction) { edit() }, nil)
+		unU()
+		first := true // not the clean-up a formatted text's update runs after it
+		unA := server.OnAfterTransaction(func(tx *Transaction) {
+			if first {
+				ins, deleted, first = tx.InsertedUnder(onlyB), tx.DeletedUnder(onlyB), false
+			}
+		})
+		require.NoError(t, server.ApplyUpdate(up, "peer"))
+		unA()
+		return ins, deleted
+	}
+
+	ins, deleted := apply(func() {
+		body(peer, "a").Insert(0, "A:", nil)
+		body(peer, "b").Format(0, 4, map[string]any{"link": "https://x.example"})
+		body(peer, "b").InsertEmbed(2, map[string]any{"image": "x.png"}, nil)
+		m, _ := peer.GetMap("yaps").Get("b")
+		m.(*Map).Set("extra", "x")
+	})
+	require.False(t, deleted)
+	server.DeleteIDs(ins, nil)
+	require.Equal(t, "A:text a", body(server, "a").String())
+	require.Equal(t, []Delta{{Insert: "text b"}}, body(server, "b").ToDelta())
+	m, _ := server.GetMap("yaps").Get("b")
+	_, extra := m.(*Map).Get("extra")
+	require.False(t, extra)
+	sync(server, peer)
+
+	_, deleted = apply(func() { body(peer, "a").Delete(0, 1) })
+	require.False(t, deleted, "a deletion under another entry")
+	_, deleted = apply(func() { body(peer, "b").Delete(0, 1) })
+	require.True(t, deleted)
 }
