@@ -147,6 +147,33 @@ func TestTextRules(t *testing.T) {
 			expectProblem(t, r, http.StatusBadRequest, "bad_request")
 			require.Contains(t, r.JSON["detail"], "dueAt must be an RFC 3339 date-time", due)
 		}
+		// A date-time whose UTC form leaves the years 0000-9999 could not be
+		// answered in RFC 3339 UTC (R6): refused, by POST and PATCH, and the
+		// yap stays as it was. The edges pass.
+		for _, c := range []struct{ field, at string }{
+			{"dueAt", "9999-12-31T23:59:59-23:59"},
+			{"dueAt", "9999-12-31T23:59:59.999-00:01"},
+			{"startsAt", "0000-01-01T00:00:00+00:01"},
+		} {
+			body := map[string]any{"kind": "task", "content": "x", "status": "open", c.field: c.at}
+			if c.field == "startsAt" {
+				body = map[string]any{"kind": "event", "title": "x", c.field: c.at}
+			}
+			r := e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: body})
+			expectProblem(t, r, http.StatusBadRequest, "bad_request")
+			require.Contains(t, r.JSON["detail"], c.field+" must lie between 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z", c.at)
+		}
+		r := e.do(req{Method: "PATCH", Path: "/lists/" + ref + "/yaps/" + y["id"].(string), Code: owner,
+			Body: map[string]any{"dueAt": "9999-12-31T23:59:59-01:00"}})
+		expectProblem(t, r, http.StatusBadRequest, "bad_request")
+		got := e.do(req{Method: "GET", Path: "/lists/" + ref + "/yaps/" + y["id"].(string), Code: owner})
+		require.Equal(t, http.StatusOK, got.Status)
+		require.Equal(t, "2026-01-01T23:59:00.000Z", got.JSON["dueAt"])
+		for _, at := range []string{"9999-12-31T23:59:59.999Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59+23:59"} {
+			y := e.addYap(ref, owner, map[string]any{"kind": "task", "content": "x", "status": "open", "dueAt": at})
+			got := e.do(req{Method: "GET", Path: "/lists/" + ref + "/yaps/" + y["id"].(string), Code: owner})
+			require.Equal(t, y["dueAt"], got.JSON["dueAt"], at)
+		}
 		// Messages that name the actual problem.
 		for _, c := range []struct {
 			body map[string]any

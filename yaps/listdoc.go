@@ -55,7 +55,7 @@ func readTime(m *yjs.Map, key string) (*time.Time, bool) {
 		return nil, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	if err != nil || !inTimeRange(t) {
 		return nil, false
 	}
 	t = Truncate(t)

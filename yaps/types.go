@@ -270,5 +270,16 @@ func ParseTime(field, s string) (time.Time, error) {
 	if _, off := t.Zone(); err != nil || off <= -24*3600 || off >= 24*3600 {
 		return time.Time{}, Errorf(EINVALID, "%s must be an RFC 3339 date-time", field)
 	}
+	if !inTimeRange(t) {
+		return time.Time{}, Errorf(EINVALID, "%s must lie between 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z", field)
+	}
 	return Truncate(t), nil
+}
+
+// inTimeRange reports whether t, in UTC, has a four-digit year: a time the
+// service can answer in RFC 3339 UTC (R6). 9999-12-31T23:59:59-01:00 is
+// RFC 3339, but in UTC it falls in the year 10000.
+func inTimeRange(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
 }
