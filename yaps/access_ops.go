@@ -21,6 +21,22 @@ type ListAuthStore interface {
 // Actor.ClientIP. Codes are looked up by their SHA-256 and the stored hash
 // is compared in constant time; codes are never logged.
 func (s *Service) Authenticate(ctx context.Context, ref, code string) (*Actor, error) {
+	return s.authenticate(ctx, ref, code, true)
+}
+
+// AuthenticateFresh is Authenticate asking the store, never the cache: for
+// a check that must see a revocation another process made a moment ago
+// (the cache may hold the code for Config.AuthCacheTTL after one it was
+// not told of). A refusal drops what the cache holds of the list.
+func (s *Service) AuthenticateFresh(ctx context.Context, ref, code string) (*Actor, error) {
+	a, err := s.authenticate(ctx, ref, code, false)
+	if IsCode(err, EUNAUTHORIZED) || IsCode(err, ENOTFOUND) {
+		s.auth.forget(ref)
+	}
+	return a, err
+}
+
+func (s *Service) authenticate(ctx context.Context, ref, code string, cached bool) (*Actor, error) {
 	if !wellFormedRef(ref) {
 		// Never hand the store bytes it may choke on (a NUL is an error
 		// in Postgres, not a miss).
@@ -35,7 +51,7 @@ func (s *Service) Authenticate(ctx context.Context, ref, code string) (*Actor, e
 	h := []byte(nil)
 	if code != "" && WellFormedCode(code) {
 		h = HashSecret(code)
-		if l, p, ok := s.auth.get(ref, h); ok {
+		if l, p, ok := s.auth.get(ref, h); ok && cached {
 			return &Actor{List: l, Permission: p}, nil
 		}
 	}

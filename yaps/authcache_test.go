@@ -167,6 +167,17 @@ func TestAuthCacheStaleEntryNeverWrites(t *testing.T) {
 	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ed.Permission.ID))
 
 	stale := authOK(t, s2, ref, ed.Code) // within the TTL, nobody told s2
+	// AuthenticateFresh asks the store (the sync endpoint's check of a new
+	// connection) and drops the stale entry.
+	_, err = s2.AuthenticateFresh(context.Background(), ref, ed.Code)
+	requireCode(t, yaps.EUNAUTHORIZED, err)
+	_, err = s2.Authenticate(context.Background(), ref, ed.Code)
+	requireCode(t, yaps.EUNAUTHORIZED, err)
+	ed, err = e1.svc.IssuePermission(e1.ctx, owner, yaps.RoleEditor, "ed", nil)
+	require.NoError(t, err)
+	authOK(t, s2, ref, ed.Code)
+	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ed.Permission.ID))
+	stale = authOK(t, s2, ref, ed.Code)
 	_, _, err = s2.CreateYap(context.Background(), stale, yaps.KindTask, task("x"), "", nil)
 	requireCode(t, yaps.EUNAUTHORIZED, err)
 

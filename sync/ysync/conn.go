@@ -125,6 +125,21 @@ func (c *conn) setActor(a *yaps.Actor) (writable bool) {
 	return false
 }
 
+// confirm checks the connection's code again, against the store, once the
+// connection is registered for revocations (byPerm, the room). A code
+// revoked after the upgrade's Authenticate and before then was missed by
+// closePermission, and a revocation by another process before the room's
+// first poll is never reported at all; this finds both. Revocations after
+// it are events that find the connection.
+func (c *conn) confirm() {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.OpTimeout)
+	defer cancel()
+	_, err := c.s.svc.AuthenticateFresh(ctx, c.room.ref, c.code)
+	if yaps.IsCode(err, yaps.EUNAUTHORIZED) || yaps.IsCode(err, yaps.ENOTFOUND) {
+		c.closeForError(err)
+	}
+}
+
 // resync sends our sync step 1, with the state vector stateVector
 // returns, to a connection that became writable again. Its client may have
 // edited while it was read-only: those edits were refused and exist only

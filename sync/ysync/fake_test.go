@@ -35,6 +35,10 @@ type fakeService struct {
 	encodes, encoding int
 	maxEncoding       int
 	stateVectors      int // StateVector calls
+	// svHook, when set, runs in StateVector (the upgrade calls it after
+	// Authenticate, before the connection is registered).
+	svHook func()
+	fresh  int // AuthenticateFresh calls
 
 	// claims records each ClaimClientIDs call: the permission and IDs.
 	claims []fakeClaim
@@ -81,11 +85,24 @@ func (f *fakeService) Authenticate(_ context.Context, ref, code string) (*yaps.A
 	return &yaps.Actor{List: &lc, Permission: p}, nil
 }
 
+func (f *fakeService) AuthenticateFresh(ctx context.Context, ref, code string) (*yaps.Actor, error) {
+	f.mu.Lock()
+	f.fresh++
+	f.mu.Unlock()
+	return f.Authenticate(ctx, ref, code)
+}
+
 func (f *fakeService) CanWrite(a *yaps.Actor) bool {
 	return a.Permission.Role != yaps.RoleViewer && !a.List.Archived()
 }
 
 func (f *fakeService) StateVector(_ context.Context, ref string) ([]byte, error) {
+	f.mu.Lock()
+	hook := f.svHook
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stateVectors++

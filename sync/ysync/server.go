@@ -25,6 +25,9 @@ import (
 // relay logic can be tested against a fake as well as the real service.
 type backend interface {
 	Authenticate(ctx context.Context, ref, code string) (*yaps.Actor, error)
+	// AuthenticateFresh is Authenticate without the service's cache (see
+	// conn.confirm).
+	AuthenticateFresh(ctx context.Context, ref, code string) (*yaps.Actor, error)
 	CanWrite(a *yaps.Actor) bool
 	StateVector(ctx context.Context, ref string) ([]byte, error)
 	Holds(ctx context.Context, ref string, update []byte) (bool, error)
@@ -533,6 +536,11 @@ func (s *Server) onConnect(ms *melody.Session) {
 	if aw != nil {
 		c.send(aw)
 	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		c.confirm()
+	}()
 }
 
 func (s *Server) onDisconnect(ms *melody.Session) {

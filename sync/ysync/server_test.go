@@ -937,3 +937,25 @@ func TestRefusedWritesAreRateLimited(t *testing.T) {
 		}
 	}
 }
+
+// A code revoked while its connection is being set up (after the upgrade
+// authenticated it, before the connection was registered for revocations,
+// so the revocation's event found nothing to close) is closed all the same.
+func TestRevokedDuringHandshake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.fake.mu.Lock()
+	e.fake.svHook = func() {
+		e.fake.mu.Lock()
+		e.fake.svHook = nil
+		e.fake.mu.Unlock()
+		e.fake.revoke("L1", "viewer")
+	}
+	e.fake.mu.Unlock()
+	c := e.dial(t, "L1", "viewer")
+	require.Equal(t, CloseRevoked, c.closed())
+	// An active code stays.
+	o := e.dial(t, "L1", "owner")
+	o.write(AppendUpdate(nil, []byte{1}))
+	require.Equal(t, []byte{1}, o.nextOf(MsgSync).Payload)
+}
