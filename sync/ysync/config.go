@@ -29,20 +29,23 @@ type Config struct {
 	// MaxMessageSize is the largest frame a client may send, in bytes;
 	// larger frames close the connection with 1009. Default: 1 MiB.
 	MaxMessageSize int64
-	// MaxSyncStep2Size is the largest sync step 2 a client may send while
-	// it syncs after connecting (see step2.go): a client that edited
-	// offline sends all of those edits in that one frame, and closing it
-	// with 1009 would make it retry the same frame forever. Only a
-	// connection holding one of SyncStep2Slots gets it. Default: 16 MiB
-	// (yaps.DefaultMaxDocBytes, the largest document); at most
-	// MaxMessageSize turns it off.
+	// MaxSyncStep2Size is the largest sync step 2 a client that may write
+	// can send while it syncs after connecting (see step2.go): a client
+	// that edited offline sends all of those edits in that one frame, and
+	// closing it with 1009 would make it retry the same frame forever.
+	// Only a connection holding one of SyncStep2Slots gets it. At most
+	// half of SendQueueBytes (the frame is relayed to every peer). Default:
+	// half of SendQueueBytes (8 MiB), or yaps.DefaultMaxDocBytes if less;
+	// at most MaxMessageSize turns it off.
 	MaxSyncStep2Size int64
-	// SyncStep2Slots caps the connections of this process allowed a sync
-	// step 2 over MaxMessageSize at the same time. Each may take about
-	// twice MaxSyncStep2Size of memory while its frame is read, so this
-	// bounds that memory. A connection that finds every slot taken has
-	// MaxMessageSize for its step 2 too (a larger one is closed with 1009
-	// and its client retries). Default: 4; negative: none.
+	// SyncStep2Slots caps the step 2s over MaxMessageSize this process
+	// reads or holds at once: a connection takes a slot at its step 1 and
+	// gives it back when its sync ends without a large frame, or once its
+	// large frame was applied. Each may take about twice MaxSyncStep2Size
+	// of memory while it is read, so this bounds that memory. A connection
+	// that finds every slot taken has MaxMessageSize for its step 2 too (a
+	// larger one is closed with 1009 and its client retries). Default: 4;
+	// negative: none.
 	SyncStep2Slots int
 
 	// MaxRooms caps the rooms (lists with a live or idle room) held by this
@@ -197,10 +200,6 @@ func (c Config) WithDefaults() Config {
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 1 << 20
 	}
-	if c.MaxSyncStep2Size == 0 {
-		c.MaxSyncStep2Size = max(yaps.DefaultMaxDocBytes, c.MaxMessageSize)
-	}
-	def(&c.SyncStep2Slots, 4)
 	def(&c.MaxRooms, 10_000)
 	def(&c.MaxConnsPerProcess, 20_000)
 	def(&c.MaxConnsPerRoom, 1_000)
@@ -213,6 +212,10 @@ func (c Config) WithDefaults() Config {
 	if c.SendQueueBytes == 0 {
 		c.SendQueueBytes = 16 << 20
 	}
+	if c.MaxSyncStep2Size == 0 {
+		c.MaxSyncStep2Size = max(min(yaps.DefaultMaxDocBytes, c.SendQueueBytes/2), c.MaxMessageSize)
+	}
+	def(&c.SyncStep2Slots, 4)
 	defDur(&c.SendQueueWait, 2*time.Second)
 	if c.MessagesPerSecond == 0 {
 		c.MessagesPerSecond = 500
@@ -260,6 +263,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: SendQueueMessages %d is below 8 (a connect alone queues several frames)", c.SendQueueMessages)
 	case c.SendQueueBytes < c.MaxMessageSize:
 		return fmt.Errorf("ysync: SendQueueBytes must be at least MaxMessageSize")
+	case c.MaxSyncStep2Size > c.MaxMessageSize && c.MaxSyncStep2Size > c.SendQueueBytes/2:
+		return fmt.Errorf("ysync: MaxSyncStep2Size (%d) must be at most half of SendQueueBytes (%d): a relayed step 2 must fit in a send queue beside a backlog", c.MaxSyncStep2Size, c.SendQueueBytes)
 	case c.MessageBurst < 1:
 		return fmt.Errorf("ysync: MessageBurst must be positive")
 	case c.MaxAwarenessEntries < 1, c.MaxAwarenessStateBytes < 16, c.MaxAwarenessStates < 1, c.MaxAwarenessIDsPerConn < 1:

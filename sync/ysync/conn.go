@@ -90,9 +90,13 @@ type conn struct {
 	// it raises, whether it still runs, its frames, and whether the
 	// connection holds a Server.step2Slots slot.
 	ws         *websocket.Conn
+	connected  time.Time
 	syncing    bool
 	syncFrames int
 	step2Slot  bool
+	// frameSlot: the frame being handled took the slot (a large one);
+	// enqueue hands it on to the room, or handle gives it back.
+	frameSlot bool
 
 	// Guarded by room.mu: awareness client IDs this connection controls,
 	// and how many it had claimed (room.applyAwareness).
@@ -101,7 +105,7 @@ type conn struct {
 }
 
 func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {
-	c := &conn{s: s, room: rm, code: code, ipKey: ipKey, syncing: true}
+	c := &conn{s: s, room: rm, code: code, ipKey: ipKey, syncing: true, connected: time.Now()}
 	if a.Permission != nil {
 		c.permID = a.Permission.ID
 	}
@@ -123,6 +127,15 @@ func (c *conn) setActor(a *yaps.Actor) (writable bool) {
 		c.denied.Store(false)
 	}
 	return false
+}
+
+// dropFrameSlot gives back the slot of a large frame that was not queued
+// (read-only, empty, refused, closing).
+func (c *conn) dropFrameSlot() {
+	if c.frameSlot {
+		c.frameSlot = false
+		c.s.releaseStep2Slot()
+	}
 }
 
 // confirm checks the connection's code again, against the store, once the
@@ -364,6 +377,9 @@ func (c *conn) handle(frame []byte) {
 	if c.syncing {
 		c.syncFrame(frame)
 	}
+	if c.frameSlot {
+		defer c.dropFrameSlot()
+	}
 	if c.closing.Load() {
 		return
 	}
@@ -502,6 +518,7 @@ const applyLinger = time.Second
 type queuedUpdate struct {
 	c      *conn
 	update []byte
+	slot   bool // holds a step 2 slot until applied (step2.go)
 }
 
 func (c *conn) enqueue(update []byte) {
@@ -515,7 +532,8 @@ func (c *conn) enqueue(update []byte) {
 	if c.closing.Load() {
 		return
 	}
-	r.applyQ = append(r.applyQ, queuedUpdate{c: c, update: update})
+	r.applyQ = append(r.applyQ, queuedUpdate{c: c, update: update, slot: c.frameSlot})
+	c.frameSlot = false
 	c.pendingN++
 	c.pendingBytes += len(update)
 	if !r.applying {
@@ -562,6 +580,14 @@ func (r *room) applyLoop() {
 			continue
 		}
 		n := min(len(r.applyQ), r.s.roomBatch())
+		for i, q := range r.applyQ[:n] {
+			// A large update (a step 2, see step2.go) is applied in a batch
+			// of its own, so waitForSendRoom makes room for it alone.
+			if int64(len(q.update)) > r.s.cfg.MaxMessageSize {
+				n = max(i, 1)
+				break
+			}
+		}
 		batch := slices.Clone(r.applyQ[:n])
 		r.applyQ = slices.Delete(r.applyQ, 0, n)
 		for _, q := range batch {
@@ -578,7 +604,8 @@ func (r *room) applyLoop() {
 // waitForSendRoom waits, up to SendQueueWait, until every connection of
 // the room can queue the frames batch will relay: one per update, and one
 // more per update for a compensation or a denial, in at most the batch's
-// bytes. roomBatch keeps that within half a queue. Connections still
+// bytes (roomBatch keeps that within half a queue; a large update comes
+// alone, see applyLoop, and needs room for all of it). Connections still
 // without room afterwards are closed as slow; everyone else gets the
 // batch.
 func (r *room) waitForSendRoom(batch []queuedUpdate) {
@@ -587,7 +614,9 @@ func (r *room) waitForSendRoom(batch []queuedUpdate) {
 	for _, q := range batch {
 		needBytes += int64(len(q.update)) + 8 // the frame's own header
 	}
-	needBytes = min(needBytes, r.s.cfg.SendQueueBytes/2)
+	if len(batch) > 1 {
+		needBytes = min(needBytes, r.s.cfg.SendQueueBytes/2)
+	} // else one update, at most MaxSyncStep2Size: room for all of it
 	behind := func(c *conn) bool { return !c.closing.Load() && !c.hasRoom(need, needBytes) }
 	anyBehind := func() bool { return slices.ContainsFunc(*r.snapshot.Load(), behind) }
 	if !anyBehind() {
@@ -645,6 +674,11 @@ func (r *room) linger(t **time.Timer) bool {
 // still stored. Connections being closed by the server (a bad message, a
 // revoked code, a slow reader) have theirs dropped.
 func (r *room) apply(batch []queuedUpdate) {
+	for _, q := range batch {
+		if q.slot {
+			defer r.s.releaseStep2Slot()
+		}
+	}
 	var order []*conn
 	byConn := map[*conn][][]byte{}
 	for _, q := range batch {

@@ -106,7 +106,8 @@ type Server struct {
 	// step2Slots holds a token per connection whose read limit is raised
 	// for a large sync step 2 (step2.go); nil when SyncStep2Slots is
 	// negative.
-	step2Slots chan struct{}
+	step2Slots  chan struct{}
+	maxSyncTime time.Duration // maxSyncTime; tests shorten it
 
 	// awFramesBuilt counts the full awareness frames built (for tests).
 	awFramesBuilt atomic.Int64
@@ -142,6 +143,7 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 	if cfg.SyncStep2Slots > 0 {
 		s.step2Slots = make(chan struct{}, cfg.SyncStep2Slots)
 	}
+	s.maxSyncTime = maxSyncTime
 
 	m := melody.New()
 	m.Config.MaxMessageSize = cfg.MaxMessageSize
@@ -174,7 +176,13 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 	})
 	m.HandleMessage(func(ms *melody.Session, _ []byte) {
 		if c := connOf(ms); c != nil {
+			c.endSync()
 			c.closeWith(websocket.CloseUnsupportedData, "binary frames only")
+		}
+	})
+	m.HandlePong(func(ms *melody.Session) {
+		if c := connOf(ms); c != nil {
+			c.syncPong()
 		}
 	})
 	m.HandleSentMessageBinary(func(ms *melody.Session, msg []byte) {

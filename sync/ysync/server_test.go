@@ -665,9 +665,6 @@ func TestConfigValidate(t *testing.T) {
 	}
 	c := Config{}.WithDefaults()
 	require.Equal(t, int64(1<<20), c.MaxMessageSize)
-	require.Equal(t, int64(16<<20), c.MaxSyncStep2Size)
-	require.Equal(t, 4, c.SyncStep2Slots)
-	require.Equal(t, int64(32<<20), Config{MaxMessageSize: 32 << 20}.WithDefaults().MaxSyncStep2Size)
 	require.Equal(t, 2*time.Second, c.SendQueueWait)
 	require.NoError(t, c.validate())
 }
