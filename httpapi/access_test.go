@@ -213,3 +213,34 @@ func TestIdempotency(t *testing.T) {
 		require.NotEqual(t, y1.JSON["id"], y3.JSON["id"])
 	})
 }
+
+// An agent's scopes default to tasks:write when absent (or null). An empty
+// list asks for no write scope, which no agent code has: 400, rather than
+// the default, which would grant more than asked.
+func TestAgentScopesDefault(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		ref, owner := e.newList(nil)
+		base := "/lists/" + ref + "/permissions"
+		for name, tc := range map[string]struct {
+			body   map[string]any
+			scopes []any
+			write  int
+		}{
+			"absent": {map[string]any{"role": "agent"}, []any{"tasks:write"}, http.StatusCreated},
+			"null":   {map[string]any{"role": "agent", "scopes": nil}, []any{"tasks:write"}, http.StatusCreated},
+		} {
+			r := expect(t, e.do(req{Method: "POST", Path: base, Code: owner, Body: tc.body}), http.StatusCreated)
+			require.Equal(t, tc.scopes, r.obj("permission")["scopes"], name)
+			code := r.str("code")
+			require.Equal(t, http.StatusOK, e.get("/lists/"+ref, code).Status, name)
+			w := e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: code, Body: task("by " + name)})
+			require.Equal(t, tc.write, w.Status, name)
+		}
+		r := e.do(req{Method: "POST", Path: base, Code: owner, Body: map[string]any{"role": "agent", "scopes": []string{}}})
+		expectProblem(t, r, http.StatusBadRequest, "bad_request")
+		require.Contains(t, r.JSON["detail"], "scopes must name at least one")
+		// Other roles take no scopes; an empty list says as much.
+		expect(t, e.do(req{Method: "POST", Path: base, Code: owner, Body: map[string]any{"role": "viewer", "scopes": []string{}}}), http.StatusCreated)
+	})
+}

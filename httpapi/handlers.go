@@ -525,6 +525,7 @@ func (s *server) issuePermission(ctx context.Context, st *reqState, in *refInput
 	}
 	var scopes []yaps.Scope
 	if sf.Present && !sf.Null {
+		scopes = []yaps.Scope{} // [] is not "absent" (IssuePermission refuses it for agents)
 		for _, sc := range sf.Value {
 			if !yaps.Scope(sc).Valid() {
 				return st.errorOut(errInvalid("scopes must be among tasks:write, yaps:write"))

@@ -102,8 +102,10 @@ func (s *Service) Permissions(ctx context.Context, a *Actor) ([]*Permission, err
 }
 
 // IssuePermission issues a new code (owner). scopes are only valid for the
-// agent role (EINVALID otherwise); an agent without scopes gets
-// tasks:write. Permissions can be managed on archived lists too (revoking a
+// agent role (EINVALID otherwise); an agent with nil scopes gets
+// tasks:write (R5's default). An empty, non-nil list is EINVALID for an
+// agent: whoever sent it asked for no write scope, and granting the default
+// instead would give more than asked. Permissions can be managed on archived lists too (revoking a
 // leaked code must always be possible).
 func (s *Service) IssuePermission(ctx context.Context, a *Actor, role Role, label string, scopes []Scope) (*IssuedPermission, error) {
 	if err := a.can(opManage, ""); err != nil {
@@ -126,6 +128,9 @@ func (s *Service) IssuePermission(ctx context.Context, a *Actor, role Role, labe
 		if !slices.Contains(sc, x) {
 			sc = append(sc, x)
 		}
+	}
+	if role == RoleAgent && scopes != nil && len(scopes) == 0 {
+		return nil, Errorf(EINVALID, "scopes must name at least one of tasks:write, yaps:write; leave it out for the default, tasks:write")
 	}
 	if role == RoleAgent && len(sc) == 0 {
 		sc = []Scope{ScopeTasksWrite}
