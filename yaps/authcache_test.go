@@ -166,7 +166,7 @@ func TestAuthCacheStaleEntryNeverWrites(t *testing.T) {
 	authOK(t, s2, ref, ed.Code)
 	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ed.Permission.ID))
 
-	stale := authOK(t, s2, ref, ed.Code) // within the TTL, nobody told s2
+	authOK(t, s2, ref, ed.Code) // within the TTL, nobody told s2
 	// AuthenticateFresh asks the store (the sync endpoint's check of a new
 	// connection) and drops the stale entry.
 	_, err = s2.AuthenticateFresh(context.Background(), ref, ed.Code)
@@ -177,7 +177,7 @@ func TestAuthCacheStaleEntryNeverWrites(t *testing.T) {
 	require.NoError(t, err)
 	authOK(t, s2, ref, ed.Code)
 	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ed.Permission.ID))
-	stale = authOK(t, s2, ref, ed.Code)
+	stale := authOK(t, s2, ref, ed.Code)
 	_, _, err = s2.CreateYap(context.Background(), stale, yaps.KindTask, task("x"), "", nil)
 	requireCode(t, yaps.EUNAUTHORIZED, err)
 
