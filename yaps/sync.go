@@ -88,10 +88,10 @@ func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, e
 // archived list). The update is applied to the list document; every yap it
 // changed is validated (schema, kind unchanged, the actor's scope for the
 // old and the new kind) and so is the root map "list" (owner or editor
-// only). What an agent inserts under any other root type is deleted again
-// by a compensating update; an agent's update that deletes or overwrites
-// what was there, or removes or replaces a yap outside its scope, is
-// EFORBIDDEN and changes nothing. When something is invalid or not
+// only). What an agent inserts where its scope does not reach (a root type
+// outside the schema, the list map, a yap of a kind outside its scope) is
+// deleted again by a compensating update; an agent's update that deletes
+// or overwrites anything there is EFORBIDDEN and changes nothing. When something is invalid or not
 // permitted the service makes a compensating update: it restores the
 // previous valid yap (or list members), or removes an invalid new yap. A
 // new yap missing only the server members (id, createdAt, updatedAt) has

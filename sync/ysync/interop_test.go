@@ -186,12 +186,36 @@ func (n *nodePeers) call(op string, args map[string]any, out any) {
 	}
 }
 
-// connect opens a provider named id on list ref with code.
+// connect opens a provider named id on list ref with code and waits until
+// it synced.
 func (n *nodePeers) connect(st *stack, id, ref, code string) {
 	n.t.Helper()
-	serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
-	n.call("connect", map[string]any{"id": id, "serverUrl": serverURL, "room": ref + "/sync", "code": code}, nil)
+	n.open(st, id, ref, code)
 	n.waitState(id, func(s nodeState) bool { return s.Synced })
+}
+
+// open opens a provider named id on list ref with code, without waiting,
+// and returns its Yjs client ID.
+func (n *nodePeers) open(st *stack, id, ref, code string) uint64 {
+	n.t.Helper()
+	var got struct {
+		ClientID uint64 `json:"clientID"`
+	}
+	serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
+	n.call("connect", map[string]any{"id": id, "serverUrl": serverURL, "room": ref + "/sync", "code": code}, &got)
+	return got.ClientID
+}
+
+// custom returns what provider id holds in the roots outside the schema
+// that setCustom writes: the map "custom" and the text "notes".
+func (n *nodePeers) custom(id string) (custom map[string]any, notes string) {
+	n.t.Helper()
+	var got struct {
+		Custom map[string]any `json:"custom"`
+		Notes  string         `json:"notes"`
+	}
+	n.call("customOf", map[string]any{"id": id}, &got)
+	return got.Custom, got.Notes
 }
 
 func (n *nodePeers) state(id string) nodeState {
@@ -377,13 +401,9 @@ func TestInteropYWebsocket(t *testing.T) {
 			return st.svc != nil && len(st.snapshot(ref, owner)) > 0 && strings.Contains(string(st.snapshot(ref, owner)), "free text")
 		}, 5*time.Second, 20*time.Millisecond)
 		n.connect(st, "u-b", ref, owner)
-		var got struct {
-			Custom map[string]any `json:"custom"`
-			Notes  string         `json:"notes"`
-		}
-		n.call("customOf", map[string]any{"id": "u-b"}, &got)
-		require.Equal(t, map[string]any{"color": "teal"}, got.Custom)
-		require.Equal(t, "free text", got.Notes)
+		custom, notes := n.custom("u-b")
+		require.Equal(t, map[string]any{"color": "teal"}, custom)
+		require.Equal(t, "free text", notes)
 	})
 
 	t.Run("an agent's writes outside the schema are undone", func(t *testing.T) {
@@ -400,13 +420,9 @@ func TestInteropYWebsocket(t *testing.T) {
 			custom, _ := s.Roots["custom"].(map[string]any)
 			return s.Roots["custom"] != nil && len(custom) == 0 && s.Roots["notes"] == ""
 		})
-		var got struct {
-			Custom map[string]any `json:"custom"`
-			Notes  string         `json:"notes"`
-		}
-		n.call("customOf", map[string]any{"id": "x-owner"}, &got)
-		require.Empty(t, got.Custom)
-		require.Empty(t, got.Notes)
+		custom, notes := n.custom("x-owner")
+		require.Empty(t, custom)
+		require.Empty(t, notes)
 		// The agent's Y.Doc is still in step with the list: its next
 		// write is accepted and reaches the owner and the HTTP API.
 		n.call("createYap", map[string]any{"id": "x-agent", "yapId": "after-x",
@@ -422,17 +438,12 @@ func TestInteropYWebsocket(t *testing.T) {
 		n := n.with(t)
 		ref, owner := st.newList()
 		viewer, _ := st.issue(ref, owner, "viewer")
-		var a, b struct {
-			ClientID uint64 `json:"clientID"`
-		}
-		serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
-		n.call("connect", map[string]any{"id": "w-a", "serverUrl": serverURL, "room": ref + "/sync", "code": owner}, &a)
-		n.call("connect", map[string]any{"id": "w-b", "serverUrl": serverURL, "room": ref + "/sync", "code": viewer}, &b)
+		a, b := n.open(st, "w-a", ref, owner), n.open(st, "w-b", ref, viewer)
 		n.waitState("w-a", func(s nodeState) bool { return s.Synced })
 		n.waitState("w-b", func(s nodeState) bool { return s.Synced })
 		n.call("awareness", map[string]any{"id": "w-a", "state": map[string]any{"user": "ann"}}, nil)
 		n.call("awareness", map[string]any{"id": "w-b", "state": map[string]any{"user": "bob"}}, nil)
-		ka, kb := fmt.Sprint(a.ClientID), fmt.Sprint(b.ClientID)
+		ka, kb := fmt.Sprint(a), fmt.Sprint(b)
 		n.waitState("w-b", func(s nodeState) bool { return fmt.Sprint(s.Awareness[ka]) == "map[user:ann]" })
 		n.waitState("w-a", func(s nodeState) bool { return fmt.Sprint(s.Awareness[kb]) == "map[user:bob]" })
 		// A newcomer gets both at once.
@@ -500,13 +511,9 @@ func TestInteropYWebsocket(t *testing.T) {
 		require.Eventually(t, func() bool { return strings.Contains(string(st2.snapshot(ref, owner)), live) },
 			10*time.Second, 50*time.Millisecond)
 		n.connect(st2, "g-b", ref, owner)
-		var got struct {
-			Custom map[string]any `json:"custom"`
-			Notes  string         `json:"notes"`
-		}
-		n.call("customOf", map[string]any{"id": "g-b"}, &got)
-		require.Equal(t, map[string]any{"k": "w"}, got.Custom)
-		require.Equal(t, live+offline, got.Notes)
+		custom, notes := n.custom("g-b")
+		require.Equal(t, map[string]any{"k": "w"}, custom)
+		require.Equal(t, live+offline, notes)
 	})
 
 	t.Run("a client ID belongs to its code", func(t *testing.T) {
@@ -517,11 +524,7 @@ func TestInteropYWebsocket(t *testing.T) {
 		mallory, _ := st.issue(ref, owner, "editor")
 		y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "milk", "status": "open"}, 201)
 		id := y["id"].(string)
-		var conn struct {
-			ClientID float64 `json:"clientID"`
-		}
-		serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
-		n.call("connect", map[string]any{"id": "c-alice", "serverUrl": serverURL, "room": ref + "/sync", "code": alice}, &conn)
+		aliceID := n.open(st, "c-alice", ref, alice)
 		n.waitState("c-alice", func(s nodeState) bool { return yapOf(s, id)["content"] == "milk" })
 		n.connect(st, "c-mallory", ref, mallory)
 		content := func() any { return st.yaps(ref, owner)[id]["content"] }
@@ -535,7 +538,7 @@ func TestInteropYWebsocket(t *testing.T) {
 
 		// Mallory writes under Alice's ID at her next clock: refused.
 		n.waitState("c-mallory", func(s nodeState) bool { return yapOf(s, id)["content"] == "milk and" })
-		n.call("forgeClient", map[string]any{"id": "c-mallory", "clientID": conn.ClientID}, nil)
+		n.call("forgeClient", map[string]any{"id": "c-mallory", "clientID": aliceID}, nil)
 		n.call("insertText", map[string]any{"id": "c-mallory", "yapId": id, "field": "content", "index": 0, "text": "X"}, nil)
 		n.waitEvent(func(e nodeEvent) bool {
 			return e.Ev == "denied" && e.ID == "c-mallory" && e.Reason == "permission denied"
@@ -555,12 +558,8 @@ func TestInteropYWebsocket(t *testing.T) {
 		mallory, _ := st.issue(ref, owner, "editor")
 		y := st.do("POST", "/lists/"+ref+"/yaps", owner, map[string]any{"kind": "task", "content": "milk", "status": "open"}, 201)
 		id := y["id"].(string)
-		var conn struct {
-			ClientID float64 `json:"clientID"`
-		}
-		serverURL := "ws" + strings.TrimPrefix(st.ts.URL, "http") + httpapi.DefaultPrefix + "/lists"
-		n.call("connect", map[string]any{"id": "a-alice", "serverUrl": serverURL, "room": ref + "/sync", "code": alice}, &conn)
-		aliceID := strconv.FormatUint(uint64(conn.ClientID), 10)
+		aliceNum := n.open(st, "a-alice", ref, alice)
+		aliceID := strconv.FormatUint(aliceNum, 10)
 		// Her first state (y-protocols relays none at clock 0).
 		n.call("awareness", map[string]any{"id": "a-alice", "state": map[string]any{"user": "alice"}}, nil)
 
@@ -568,7 +567,7 @@ func TestInteropYWebsocket(t *testing.T) {
 		// written anything, and writes under it first: refused.
 		n.connect(st, "a-mallory", ref, mallory)
 		n.waitState("a-mallory", func(s nodeState) bool { _, ok := s.Awareness[aliceID]; return ok && yapOf(s, id)["content"] == "milk" })
-		n.call("forgeClient", map[string]any{"id": "a-mallory", "clientID": conn.ClientID}, nil)
+		n.call("forgeClient", map[string]any{"id": "a-mallory", "clientID": aliceNum}, nil)
 		n.call("insertText", map[string]any{"id": "a-mallory", "yapId": id, "field": "content", "index": 0, "text": "X"}, nil)
 		n.waitEvent(func(e nodeEvent) bool {
 			return e.Ev == "denied" && e.ID == "a-mallory" && e.Reason == "permission denied"
