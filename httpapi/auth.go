@@ -106,6 +106,9 @@ func (s *server) actor(ctx context.Context, st *reqState, ref string, group yaps
 	if out := st.requireRole(a, roles...); out != nil {
 		return nil, out
 	}
+	if out := st.checkQuery(); out != nil {
+		return nil, out
+	}
 	return a, nil
 }
 

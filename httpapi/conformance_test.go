@@ -2,9 +2,12 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // TestMalformedQuery: Go's query parser drops a pair whose %-escape does not
@@ -19,6 +22,60 @@ func TestMalformedQuery(t *testing.T) {
 		// Well-formed escapes still work.
 		expect(t, e.get("/lists/"+ref+"/yaps?limit=%31", owner), http.StatusOK)
 	})
+}
+
+// TestMalformedQueryEveryOperation: an operation that reads no query
+// parameter answers a query that does not decode with 400 too, after the
+// credential checks (RULINGS R3), and does nothing.
+func TestMalformedQueryEveryOperation(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) { malformedQueryEveryOperation(t, e) })
+}
+
+func malformedQueryEveryOperation(t *testing.T, e *env) {
+	ref, owner := e.newList(map[string]any{"title": "q"})
+	yapID := expect(t, e.do(req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: task("keep")}), http.StatusCreated).str("id")
+	permID, _ := e.issue(ref, owner, yaps.RoleViewer)
+	acct := expect(t, e.do(req{Method: "POST", Path: "/accounts"}), http.StatusCreated).str("accountKey")
+	const bad = "?x=%zz"
+	for _, c := range []req{
+		{Method: "POST", Path: "/lists" + bad, Body: map[string]any{"title": "no"}},
+		{Method: "POST", Path: "/accounts" + bad},
+		{Method: "GET", Path: "/lists" + bad, Code: acct},
+		{Method: "GET", Path: "/lists/" + ref + bad, Code: owner},
+		{Method: "PATCH", Path: "/lists/" + ref + bad, Code: owner, Body: map[string]any{"title": "changed"}},
+		{Method: "DELETE", Path: "/lists/" + ref + bad, Code: owner},
+		{Method: "POST", Path: "/lists/" + ref + "/yaps" + bad, Code: owner, Body: task("no")},
+		{Method: "GET", Path: "/lists/" + ref + "/yaps/" + yapID + bad, Code: owner},
+		{Method: "PATCH", Path: "/lists/" + ref + "/yaps/" + yapID + bad, Code: owner, Body: map[string]any{"content": "changed"}},
+		{Method: "DELETE", Path: "/lists/" + ref + "/yaps/" + yapID + bad, Code: owner},
+		{Method: "GET", Path: "/lists/" + ref + "/permissions" + bad, Code: owner},
+		{Method: "POST", Path: "/lists/" + ref + "/permissions" + bad, Code: owner, Body: map[string]any{"role": "viewer"}},
+		{Method: "DELETE", Path: "/lists/" + ref + "/permissions/" + permID + bad, Code: owner},
+		{Method: "POST", Path: "/lists/" + ref + "/permissions/rotate-owner" + bad, Code: owner},
+		{Method: "POST", Path: "/lists/" + ref + "/rollup" + bad, Code: owner, Header: map[string]string{"X-Account-Key": acct}},
+	} {
+		t.Run(c.Method+" "+c.Path, func(t *testing.T) {
+			expectProblem(t, e.do(c), http.StatusBadRequest, "bad_request")
+			if c.Code != "" && c.Path != "/lists"+bad {
+				// The credential is checked first.
+				c.Code = "yap_" + strings.Repeat("A", 43)
+				r := e.do(c)
+				require.Contains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, r.Status, "body: %s", r.Body)
+			}
+		})
+	}
+	// Nothing was done.
+	l := expect(t, e.get("/lists/"+ref, owner), http.StatusOK)
+	require.Equal(t, "q", l.obj("list")["title"])
+	require.Nil(t, l.obj("list")["archivedAt"])
+	require.EqualValues(t, 2, l.obj("list")["docVersion"]) // the create and the one yap
+	page := expect(t, e.get("/lists/"+ref+"/yaps", owner), http.StatusOK)
+	items := page.JSON["yaps"].([]any)
+	require.Len(t, items, 1)
+	require.Equal(t, "keep", items[0].(map[string]any)["content"])
+	perms := expect(t, e.get("/lists/"+ref+"/permissions", owner), http.StatusOK)
+	require.Len(t, perms.JSON["permissions"].([]any), 2) // the owner and the viewer
 }
 
 // TestIdempotentReplayHeaders: a replay is the first answer, headers

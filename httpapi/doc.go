@@ -105,7 +105,8 @@
 //   - Strings may not contain control characters (C0, DEL, C1) other than
 //     tab; only a note's body may contain LF. Date-times take RFC 3339's
 //     lower-case t and z too.
-//   - A query string whose %-escapes do not decode is 400.
+//   - A query string whose %-escapes do not decode is 400 on every
+//     operation (after the credential and role checks).
 //   - X-RateLimit-Reset is the number of seconds until the window resets.
 //   - Answers about a list are "Cache-Control: private, no-cache"; answers
 //     carrying a code or key once are "no-store".

@@ -103,6 +103,9 @@ func (s *server) createList(ctx context.Context, st *reqState, _ *noInput) *rawO
 	if acctErr != nil {
 		return st.errorOut(acctErr)
 	}
+	if out := st.checkQuery(); out != nil {
+		return out
+	}
 	body, err := st.readBody()
 	if err != nil {
 		return st.errorOut(err)
@@ -675,6 +678,9 @@ func (s *server) createAccount(ctx context.Context, st *reqState, _ *noInput) *r
 	}
 	// No body, like rollup and rotate-owner: nothing, null or {}; members,
 	// malformed JSON (400) and oversized bodies (413) create no account.
+	if out := st.checkQuery(); out != nil {
+		return out
+	}
 	if err := st.emptyBody(); err != nil {
 		return st.errorOut(err)
 	}
@@ -701,6 +707,9 @@ func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *ra
 	}
 	if acct == nil {
 		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "GET /lists needs an account credential (Authorization: Bearer yak_...)"))
+	}
+	if out := st.checkQuery(); out != nil {
+		return out
 	}
 	ls, err := s.svc.AccountLists(ctx, acct)
 	if err != nil {

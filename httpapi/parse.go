@@ -260,13 +260,27 @@ func checkText(name, s string, mode textMode) error {
 
 // query parses the request's query string. Go's own parser drops a pair it
 // cannot decode (a broken %-escape) without a word, which would serve the
-// first page for a mangled cursor: such a query is 400 instead.
+// first page for a mangled cursor: such a query is 400 instead, on every
+// operation (those that read no parameter too, once the credential and role
+// checks of RULINGS R3 have passed), so a client learns of its mangled URL
+// wherever it sends one.
 func (st *reqState) query() (url.Values, error) {
+	if st.r.URL.RawQuery == "" {
+		return url.Values{}, nil
+	}
 	q, err := url.ParseQuery(st.r.URL.RawQuery)
 	if err != nil {
 		return nil, errInvalid("the query string is malformed (a %%-escape does not decode)")
 	}
 	return q, nil
+}
+
+// checkQuery answers 400 for a query string that does not decode (query).
+func (st *reqState) checkQuery() *rawOut {
+	if _, err := st.query(); err != nil {
+		return st.errorOut(err)
+	}
+	return nil
 }
 
 // parseLimit parses limit: "" is 0 (the service default, 50), else 1..200.

@@ -44,17 +44,19 @@ func ValidYapID(id string) bool { return yapIDPattern.MatchString(id) }
 // Cursors are opaque to clients and bound to the list they were issued
 // for: unpadded base64url of
 //
-//	'Y' <tag> "<createdAt unix millis>.<yap id>"   (GET /lists/{ref}/yaps)
-//	'A' <tag> "<audit seq>"                       (GET /lists/{ref}/audit)
+//	'Y' "<createdAt unix millis>.<yap id>" <tag>   (GET /lists/{ref}/yaps)
+//	'A' "<audit seq>" <tag>                       (GET /lists/{ref}/audit)
 //
 // where <tag> is the first cursorTagLen bytes of SHA-256("yaps cursor\x00" +
-// list ref). A cursor decodes only on the endpoint (first byte) and the list
-// (tag) it came from; anything else, another list's cursor included, is
-// EINVALID, like any malformed cursor, rather than a position that silently
-// skips items. The tag is a guard against mix-ups, not a secret: cursors are
-// positions, not credentials. Cursors of the earlier unbound format (a
-// decimal digit or 'a' first) are EINVALID too: a client paging across an
-// upgrade gets 400 once and starts again from the first page.
+// list ref + "\x00" + the bytes before the tag). A cursor decodes only on the
+// endpoint (first byte) and the list it came from, and only whole: a cursor
+// cut short, or edited, fails the tag instead of decoding to another valid
+// position. Anything else, another list's cursor included, is EINVALID, like
+// any malformed cursor, rather than a position that silently skips items.
+// The tag is a check, not a secret: cursors are positions, not credentials.
+// Cursors of earlier formats (a decimal digit or 'a' first; the tag before
+// the position) are EINVALID too: a client paging across an upgrade gets
+// 400 once and starts again from the first page.
 
 // cursorTagLen is the length of the list tag in a cursor: 6 bytes (8
 // base64url characters), so two lists' cursors agree by accident with
@@ -66,31 +68,37 @@ const (
 	auditCursorKind = 'A'
 )
 
-func cursorTag(ref string) [cursorTagLen]byte {
-	h := sha256.Sum256([]byte("yaps cursor\x00" + ref))
-	return [cursorTagLen]byte(h[:cursorTagLen])
+// cursorTag returns the tag of a cursor for list ref whose bytes before the
+// tag are body.
+func cursorTag(ref string, body []byte) [cursorTagLen]byte {
+	h := sha256.New()
+	h.Write([]byte("yaps cursor\x00" + ref + "\x00"))
+	h.Write(body)
+	var sum [sha256.Size]byte
+	return [cursorTagLen]byte(h.Sum(sum[:0])[:cursorTagLen])
 }
 
 // encodeCursor returns the cursor of kind for list ref with payload.
 func encodeCursor(kind byte, ref, payload string) string {
-	tag := cursorTag(ref)
-	b := make([]byte, 0, 1+cursorTagLen+len(payload))
-	b = append(append(append(b, kind), tag[:]...), payload...)
-	return base64.RawURLEncoding.EncodeToString(b)
+	b := make([]byte, 0, 1+len(payload)+cursorTagLen)
+	b = append(append(b, kind), payload...)
+	tag := cursorTag(ref, b)
+	return base64.RawURLEncoding.EncodeToString(append(b, tag[:]...))
 }
 
-// decodeCursor returns the payload of s if it is a cursor of kind for list
-// ref.
+// decodeCursor returns the payload of s if it is a whole cursor of kind for
+// list ref.
 func decodeCursor(kind byte, ref, s string) (string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) <= 1+cursorTagLen || b[0] != kind {
 		return "", false
 	}
-	tag := cursorTag(ref)
-	if !bytes.Equal(b[1:1+cursorTagLen], tag[:]) {
+	body := b[:len(b)-cursorTagLen]
+	tag := cursorTag(ref, body)
+	if !bytes.Equal(b[len(body):], tag[:]) {
 		return "", false
 	}
-	return string(b[1+cursorTagLen:]), true
+	return string(body[1:]), true
 }
 
 func encodeYapCursor(ref string, c YapCursor) string {

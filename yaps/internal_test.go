@@ -1,6 +1,9 @@
 package yaps
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -107,6 +110,28 @@ func TestCursors(t *testing.T) {
 	n, err := decodeSeqCursor(ref, encodeSeqCursor(ref, 42))
 	require.NoError(t, err)
 	require.EqualValues(t, 42, n)
+
+	// A cursor cut short, or with its position edited, never decodes to
+	// another position: the tag covers the position.
+	raw, err := base64.RawURLEncoding.DecodeString(encodeYapCursor(ref, c))
+	require.NoError(t, err)
+	for _, whole := range []string{encodeYapCursor(ref, c), encodeSeqCursor(ref, 4213)} {
+		for i := 1; i < len(whole); i++ {
+			_, errY := decodeYapCursor(ref, whole[:i])
+			_, errA := decodeSeqCursor(ref, whole[:i])
+			require.Equal(t, EINVALID, ErrorCode(errY), "%d of %d characters", i, len(whole))
+			require.Equal(t, EINVALID, ErrorCode(errA), "%d of %d characters", i, len(whole))
+		}
+	}
+	edited := bytes.Clone(raw)
+	edited[len(edited)-cursorTagLen-1] = 'X' // the last character of the yap id
+	_, err = decodeYapCursor(ref, base64.RawURLEncoding.EncodeToString(edited))
+	require.Equal(t, EINVALID, ErrorCode(err))
+	// The previous format: kind, a tag of the list alone, then the position.
+	h := sha256.Sum256([]byte("yaps cursor\x00" + ref))
+	previous := append(append([]byte{'A'}, h[:cursorTagLen]...), "42"...)
+	_, err = decodeSeqCursor(ref, base64.RawURLEncoding.EncodeToString(previous))
+	require.Equal(t, EINVALID, ErrorCode(err))
 	for _, bad := range []string{"", "???", encodeYapCursor(ref, c)} {
 		_, err := decodeSeqCursor(ref, bad)
 		require.Equal(t, EINVALID, ErrorCode(err), bad)
