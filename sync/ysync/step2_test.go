@@ -99,7 +99,10 @@ func TestLargeSyncStep2(t *testing.T) {
 		"after awareness":       {[][]byte{step1, aw, AppendSyncStep2(nil, bigFrame(8<<10, 6))}, 0},
 		"no step 1":             {[][]byte{AppendSyncStep2(nil, bigFrame(8<<10, 7))}, websocket.CloseMessageTooBig},
 		"an empty frame":        {[][]byte{{}, AppendSyncStep2(nil, bigFrame(8<<10, 14))}, websocket.CloseMessageTooBig},
-		"after an update":       {[][]byte{step1, AppendUpdate(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 9))}, websocket.CloseMessageTooBig},
+		"after an update":       {[][]byte{step1, AppendUpdate(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 9))}, 0},
+		"after a step 2":        {[][]byte{step1, AppendSyncStep2(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 16))}, websocket.CloseMessageTooBig},
+		"after a text frame":    {[][]byte{step1, nil, AppendSyncStep2(nil, bigFrame(8<<10, 17))}, websocket.CloseMessageTooBig},
+		"too many updates":      {append(append([][]byte{step1}, repeat(AppendUpdate(nil, []byte{8}), maxSyncFrames-1)...), AppendSyncStep2(nil, bigFrame(8<<10, 18))), websocket.CloseMessageTooBig},
 		"a large update":        {[][]byte{step1, AppendUpdate(nil, bigFrame(8<<10, 10)), AppendUpdate(nil, bigFrame(8<<10, 11))}, websocket.CloseMessageTooBig},
 		"a large awareness":     {[][]byte{step1, bigAw, AppendSyncStep2(nil, bigFrame(8<<10, 15))}, websocket.CloseMessageTooBig},
 		"over MaxSyncStep2Size": {[][]byte{step1, AppendSyncStep2(nil, bigFrame(65<<10, 12))}, websocket.CloseMessageTooBig},
@@ -107,7 +110,11 @@ func TestLargeSyncStep2(t *testing.T) {
 	} {
 		c := e.dial(t, "L1", "owner")
 		for i, f := range tc.frames {
-			err := c.ws.WriteMessage(websocket.BinaryMessage, f)
+			typ := websocket.BinaryMessage
+			if f == nil {
+				typ, f = websocket.TextMessage, []byte("hello")
+			}
+			err := c.ws.WriteMessage(typ, f)
 			if tc.code == 0 || i < len(tc.frames)-1 {
 				require.NoError(t, err, name)
 			}
@@ -121,7 +128,8 @@ func TestLargeSyncStep2(t *testing.T) {
 		want, err := DecodeMessage(tc.frames[len(tc.frames)-1])
 		require.NoError(t, err)
 		for {
-			if got := c.nextOf(MsgSync); got.SyncType == SyncUpdate {
+			// Smaller updates sent before it are relayed first.
+			if got := c.nextOf(MsgSync); got.SyncType == SyncUpdate && len(got.Payload) == len(want.Payload) {
 				require.Equal(t, want.Payload, got.Payload, name)
 				break
 			}
