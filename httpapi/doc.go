@@ -112,8 +112,8 @@
 //     carrying a code or key once are "no-store".
 //   - Path refs and ids outside [A-Za-z0-9_-]{1,128} are 404 without a
 //     store lookup.
-//   - ETags are quoted strong tags; If-Match takes one tag ("*" means no
-//     precondition) on PATCH and DELETE. GET /snapshot also honours
+//   - ETags are quoted strong tags; If-Match takes a tag, a list of tags,
+//     the weak form or "*" on PATCH and DELETE. GET /snapshot also honours
 //     If-None-Match (304). A PATCH that changes nothing keeps updatedAt and
 //     the ETag; an empty PATCH body is {}. POST /accounts, rollup and
 //     rotate-owner take no body (none, null or {}): members and malformed

@@ -188,7 +188,10 @@ func TestOpenAPISecurityAndComponents(t *testing.T) {
 	e := newEnv(t, backends()[0], envOptions{})
 	d := openAPI(t, e)
 	public := []any{map[string]any{}}
-	require.Equal(t, public, d.op(t, "POST", "/lists")["security"])
+	// POST /lists: no credential, or an account key (the list is then the
+	// account's from the start).
+	require.Equal(t, []any{map[string]any{}, map[string]any{"accountKey": []any{}}, map[string]any{"accountKeyHeader": []any{}}},
+		d.op(t, "POST", "/lists")["security"])
 	require.Equal(t, public, d.op(t, "POST", "/accounts")["security"])
 	require.Equal(t, d.op(t, "GET", "/lists/{ref}")["security"], d.op(t, "GET", "/lists/{ref}/sync")["security"])
 	require.Equal(t, []any{map[string]any{"permCode": []any{}}, map[string]any{"permCodeQuery": []any{}}}, d.op(t, "GET", "/lists/{ref}/sync")["security"])

@@ -234,27 +234,35 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		acctSec = []map[string][]string{{"account": {}}}
 		rollupSec = []map[string][]string{{"permCode": {}, "account": {}}}
 	}
+	// POST /lists: no credential, or an account's (the list is then the
+	// account's from the start).
+	createSec := append(slices.Clone(public), acctSec...)
+	if _, ok := schemes["accountKeyHeader"]; ok && s.builtin {
+		createSec = append(createSec, map[string][]string{"accountKeyHeader": {}})
+	}
 	acctNote := ""
 	if !s.builtin {
 		acctNote = " The account credential is the embedding application's own."
 	}
 
 	tagLists, tagYaps, tagPerms, tagAccounts := []string{"Lists"}, []string{"Yaps"}, []string{"Permissions"}, []string{"Accounts"}
-	// The error answers each operation can give. Reads that take no query
-	// parameter have no 400; operations that read a body (even one they
-	// want empty) have 400 and 413.
-	readErrs := []int{401, 404, 429, 500}
-	queryErrs := []int{400, 401, 404, 429, 500}
+	// The error answers each operation can give. Every operation has 400:
+	// a query string that does not decode is 400 even where no parameter is
+	// read (reqState.query); operations that read a body (even one they
+	// want empty) have 413 too.
+	readErrs := []int{400, 401, 404, 429, 500}
 	writeErrs := []int{400, 401, 403, 404, 413, 429, 500}
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "createList", Method: http.MethodPost, Path: "/lists", Tags: tagLists,
 		Summary: "Create a list",
-		Description: "Creates an anonymous list. No credential is needed; the owner code is returned once. " +
+		Description: "Creates a list; the owner code is returned once. No credential is needed: without one the list is anonymous. " +
+			"With a valid account credential it belongs to that account from the start (rolledUpAt is set, the account's rate limits apply); " +
+			"an account credential that is not valid is 401. " +
 			"An empty body creates a task list without a title. Honours Idempotency-Key.",
 		RequestBody: d.body(CreateListRequest{}, false),
-		Parameters:  []*huma.Param{paramIdempotency},
-		Security:    public,
+		Parameters:  append([]*huma.Param{paramIdempotency}, rollupParams...),
+		Security:    createSec,
 	}, http.StatusCreated, CreatedList{}, 400, 401, 413, 429, 500), s.createList)
 
 	if s.builtin {
@@ -272,7 +280,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		Summary:     "List an account's lists",
 		Description: "Returns the lists rolled up into the account of the credential. Without an account credential: 401." + acctNote,
 		Security:    acctSec,
-	}, http.StatusOK, AccountLists{}, 401, 429, 500), s.accountLists)
+	}, http.StatusOK, AccountLists{}, 400, 401, 429, 500), s.accountLists)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "getList", Method: http.MethodGet, Path: "/lists/{ref}", Tags: tagLists,
@@ -291,7 +299,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		OperationID: "archiveList", Method: http.MethodDelete, Path: "/lists/{ref}", Tags: tagLists,
 		Summary: "Archive a list (owner)", Description: "Sets archivedAt; idempotent. If-Match guards against archiving a list changed since it was read (412).", Security: codeSec,
 		Parameters: []*huma.Param{paramIfMatch},
-	}, http.StatusNoContent, nil, 401, 403, 404, 412, 429, 500), s.deleteList)
+	}, http.StatusNoContent, nil, 400, 401, 403, 404, 412, 429, 500), s.deleteList)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "listYaps", Method: http.MethodGet, Path: "/lists/{ref}/yaps", Tags: tagYaps,
@@ -299,7 +307,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		Description: "Yaps in chronological order (createdAt, then id), paged by cursor. Soft-deleted yaps are left out unless includeDeleted=true.",
 		Security:    codeSec,
 		Parameters:  []*huma.Param{paramCursor, paramLimit, paramIncludeDeleted},
-	}, http.StatusOK, YapPage{}, queryErrs...), s.listYaps)
+	}, http.StatusOK, YapPage{}, readErrs...), s.listYaps)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "createYap", Method: http.MethodPost, Path: "/lists/{ref}/yaps", Tags: tagYaps,
@@ -327,12 +335,12 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		Summary: "Soft-delete a yap (owner, editor, agent by scope)", Security: codeSec,
 		Description: "If-Match guards against deleting a yap changed since it was read (412).",
 		Parameters:  []*huma.Param{paramIfMatch},
-	}, http.StatusNoContent, nil, 401, 403, 404, 412, 429, 500), s.deleteYap)
+	}, http.StatusNoContent, nil, 400, 401, 403, 404, 412, 429, 500), s.deleteYap)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "listPermissions", Method: http.MethodGet, Path: "/lists/{ref}/permissions", Tags: tagPerms,
 		Summary: "List active permissions (owner)", Security: codeSec,
-	}, http.StatusOK, Permissions{}, 401, 403, 404, 429, 500), s.listPermissions)
+	}, http.StatusOK, Permissions{}, 400, 401, 403, 404, 429, 500), s.listPermissions)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "issuePermission", Method: http.MethodPost, Path: "/lists/{ref}/permissions", Tags: tagPerms,
@@ -345,7 +353,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		OperationID: "revokePermission", Method: http.MethodDelete, Path: "/lists/{ref}/permissions/{permissionId}", Tags: tagPerms,
 		Summary: "Revoke a permission code (owner)", Description: "The last owner code cannot be revoked (403); rotate it instead.",
 		Security: codeSec,
-	}, http.StatusNoContent, nil, 401, 403, 404, 429, 500), s.revokePermission)
+	}, http.StatusNoContent, nil, 400, 401, 403, 404, 429, 500), s.revokePermission)
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "rotateOwner", Method: http.MethodPost, Path: "/lists/{ref}/permissions/rotate-owner", Tags: tagPerms,
@@ -368,7 +376,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 			"Without sv, If-None-Match with the snapshot's ETag answers 304.",
 		Security:   codeSec,
 		Parameters: []*huma.Param{paramSV, paramIfNoneMatch},
-	}, http.StatusOK, binarySchema, queryErrs...)
+	}, http.StatusOK, binarySchema, readErrs...)
 	snapshot.Responses["304"] = &huma.Response{
 		Description: http.StatusText(http.StatusNotModified),
 		Headers:     map[string]*huma.Param{"ETag": {Description: "Entity tag of the document state", Schema: &huma.Schema{Type: "string"}}},
