@@ -16,10 +16,16 @@ import (
 // any statement rolls back all of them).
 //
 // The checks cannot stop the pipeline half way, so they guard the writes
-// instead. The first statement updates the list row only if it still holds
-// the expected values and the writer's permission is active; it takes the
-// row lock, so writers of the list in other processes queue behind it, and
-// a writer it queued behind changes the row, so the check fails. Every
+// instead. The first statement locks the list rows of the pipeline (in ref
+// order), so writers of the list in other processes queue behind it, and
+// so does a revocation: it locks the list row too, and commits before the
+// lock is released. The guard, the next statement, then reads with a
+// snapshot taken after the lock was granted: it updates the list row only
+// if it still holds the expected values and the writer's permission is
+// still active. (Locking in the guard itself is not enough: under READ
+// COMMITTED, a statement that waited for a row lock re-checks that row
+// only, and would still see the permission as its snapshot had it, so a
+// write could commit after the revocation that should have stopped it.) Every
 // later statement writes only if the list row was updated by this very
 // transaction (its xmin is our transaction id). A failed check thus writes
 // nothing, and the service falls back to Update, which reports why.
@@ -88,6 +94,19 @@ func checkPrepared(p *yaps.PreparedWrite) error {
 		return yaps.Errorf(yaps.EINTERNAL, "bunstore: malformed prepared write")
 	}
 	return nil
+}
+
+// lockSQL locks the list rows $1, in ref order (see above).
+const lockSQL = `SELECT 1 FROM lists WHERE ref = ANY($1::text[]) ORDER BY ref FOR UPDATE`
+
+// queueLocks queues the lock of rs's list rows on b: the first statement
+// of every pipeline.
+func queueLocks(b *pgx.Batch, rs []*prepReq) {
+	refs := make([]string, len(rs))
+	for i, r := range rs {
+		refs[i] = r.p.Expect.Ref
+	}
+	b.Queue(lockSQL, refs)
 }
 
 // queueGuard queues p's guard on b.

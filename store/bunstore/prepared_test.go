@@ -428,3 +428,66 @@ func toggle(t *time.Time, v time.Time) *time.Time {
 	}
 	return nil
 }
+
+// A prepared write waiting for the list row lock held by a revocation of
+// its permission does not apply once the revocation commits, alone or in a
+// multi-row pipeline with another list's write (which applies). The guard
+// must read the permission with a snapshot taken after the lock.
+func TestPreparedGuardAfterRevocation(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	s := open(t, dsn)
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	write := func(expect *yaps.List) *yaps.PreparedWrite {
+		next := expect.Clone()
+		next.DocVersion++
+		return &yaps.PreparedWrite{Expect: expect, PermissionID: "perm-" + expect.Ref, List: next, Ops: []yaps.PreparedOp{{Update: []byte("u2")}}}
+	}
+	for _, multi := range []bool{false, true} {
+		revoked := preparedList(t, s, fmt.Sprintf("revoked-%v", multi), fmt.Sprintf("perm-revoked-%v", multi), now)
+		ws := []*yaps.PreparedWrite{write(revoked)}
+		if multi {
+			ws = append(ws, write(preparedList(t, s, "unaffected", "perm-unaffected", now)))
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		var pid int
+		require.NoError(t, tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		_, err = tx.ExecContext(ctx, `SELECT 1 FROM lists WHERE ref = $1 FOR UPDATE`, revoked.Ref)
+		require.NoError(t, err)
+		_, err = tx.ExecContext(ctx, `UPDATE permissions SET revoked_at = 1 WHERE id = $1`, "perm-"+revoked.Ref)
+		require.NoError(t, err)
+
+		pipelines := bunstore.MultiRowPipelines(s)
+		type result struct {
+			applied []bool
+			errs    []error
+		}
+		done := make(chan result, 1)
+		go func() {
+			applied, errs := gatedBatch(t, s, ws)
+			done <- result{applied, errs}
+		}()
+		require.Eventually(t, func() bool {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+			return err == nil && n > 0
+		}, 10*time.Second, 5*time.Millisecond, "the pipeline waits for the revocation's lock")
+		require.NoError(t, tx.Commit())
+		r := <-done
+		require.Equal(t, make([]error, len(ws)), r.errs)
+		if multi {
+			require.Equal(t, []bool{false, true}, r.applied)
+			require.Equal(t, pipelines+1, bunstore.MultiRowPipelines(s), "the multi-row form")
+		} else {
+			require.Equal(t, []bool{false}, r.applied)
+		}
+		got, err := s.List(ctx, revoked.Ref)
+		require.NoError(t, err)
+		require.Equal(t, revoked.DocVersion, got.DocVersion, "nothing written to the revoked code's list")
+	}
+}

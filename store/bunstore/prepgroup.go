@@ -133,6 +133,7 @@ func (s *Store) runPreparedBatch(batch []*prepReq) {
 // records their outcomes.
 func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	b := &pgx.Batch{}
+	queueLocks(b, rs)
 	m, multi := collectMulti(rs)
 	if multi {
 		s.prepGroup.multiRow.Add(1)
@@ -145,10 +146,12 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	br := c.SendBatch(context.Background(), b)
 	var applied []bool
 	var seqs [][]int64
-	var err error
-	if multi {
+	_, err := br.Exec() // the locks
+	switch {
+	case err != nil:
+	case multi:
 		applied, seqs, err = readMulti(br, rs, m)
-	} else {
+	default:
 		applied, seqs, err = readEach(br, rs)
 	}
 	if cerr := br.Close(); err == nil {
