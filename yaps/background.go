@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -165,51 +166,83 @@ func (s *Service) CompactNow(ctx context.Context, ref string) error {
 	return s.compact(ctx, ref, true)
 }
 
-// purgeBatch is how many deleted yaps Purge asks the store for at a time.
+// purgeBatch is how many deleted yaps Purge asks the store for at a time,
+// beyond those it already knows it cannot purge in this run.
 const purgeBatch = 500
+
+// maxPurgeSkipped bounds the yaps one Purge run passes over (their list
+// failed, or they could not be purged) before it gives up until the next.
+const maxPurgeSkipped = 20_000
 
 // Purge removes the yaps deleted more than DeletedRetention ago (Config.Now
 // decides "now"): each is removed from its list document's "yaps" map by a
 // document update and its projection is deleted. It returns how many yaps
 // were purged. The background ticker calls it; tests call it directly.
+//
+// A list that fails (its document does not load, say) is logged and passed
+// over, with any yap that could not be purged, until the next run: the
+// store hands out the oldest first, so one bad list must not keep every
+// other list's yaps past their retention. The first such error is returned
+// once the run is over.
 func (s *Service) Purge(ctx context.Context) (int, error) {
 	total := 0
+	skipped := map[YapKey]bool{}
+	var firstErr error
 	for {
 		cut := s.now().Add(-s.cfg.DeletedRetention)
-		keys, err := s.cfg.Store.DeletedYapsBefore(ctx, cut, purgeBatch)
+		limit := purgeBatch + len(skipped)
+		keys, err := s.cfg.Store.DeletedYapsBefore(ctx, cut, limit)
 		if err != nil {
 			return total, err
-		}
-		if len(keys) == 0 {
-			return total, nil
 		}
 		byList := map[string][]string{}
 		var order []string
 		for _, k := range keys {
+			if skipped[k] {
+				continue
+			}
 			if _, ok := byList[k.ListRef]; !ok {
 				order = append(order, k.ListRef)
 			}
 			byList[k.ListRef] = append(byList[k.ListRef], k.ID)
 		}
-		progress := 0
 		for _, ref := range order {
-			n, err := s.purgeList(ctx, ref, byList[ref], cut)
-			total += n
-			progress += n
+			purged, err := s.purgeList(ctx, ref, byList[ref], cut)
+			total += len(purged)
 			if err != nil {
-				return total, err
+				if ctx.Err() != nil {
+					return total, err
+				}
+				s.log.Error("yaps: purging deleted yaps of a list failed; they are kept until the next run", "list", ref, "err", err)
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+			for _, id := range byList[ref] {
+				if !slices.Contains(purged, id) {
+					skipped[YapKey{ListRef: ref, ID: id}] = true
+				}
 			}
 		}
-		if progress == 0 || len(keys) < purgeBatch {
-			return total, nil
+		// Every key of this batch was purged or is skipped now, so a full
+		// batch means there may be more.
+		if len(keys) < limit || len(order) == 0 {
+			return total, firstErr
+		}
+		if len(skipped) > maxPurgeSkipped {
+			s.log.Error("yaps: purge passed over too many deleted yaps; it goes on at the next run", "skipped", len(skipped))
+			return total, firstErr
 		}
 	}
 }
 
-func (s *Service) purgeList(ctx context.Context, ref string, ids []string, cut time.Time) (int, error) {
-	n := 0
+// purgeList purges the yaps ids of list ref deleted before cut, and
+// returns the ids whose projection is gone (purged, or a stray projection
+// of a yap no longer in the document).
+func (s *Service) purgeList(ctx context.Context, ref string, ids []string, cut time.Time) ([]string, error) {
+	var done []string
 	err := s.write(ctx, ref, nil, func(w *writeOp) error {
-		n = 0
+		done = done[:0]
 		ym := w.doc.GetMap(rootYaps)
 		var gone []string
 		for _, id := range ids {
@@ -220,7 +253,7 @@ func (s *Service) purgeList(ctx context.Context, ref string, ids []string, cut t
 					if err := w.tx.DeleteYap(id); err != nil && !IsCode(err, ENOTFOUND) {
 						return err
 					}
-					n++
+					done = append(done, id)
 				}
 				continue
 			}
@@ -240,8 +273,11 @@ func (s *Service) purgeList(ctx context.Context, ref string, ids []string, cut t
 		for _, id := range gone {
 			w.touch(id)
 		}
-		n += len(gone)
+		done = append(done, gone...)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return done, nil
 }

@@ -142,6 +142,16 @@ func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn f
 	a := firstActor(actors)
 	e := s.docs.acquire(ref)
 	defer s.docs.release(e)
+	defer func() {
+		// A panic in fn or in the store (a host's Render, a bug) rolls the
+		// transaction back, and a host may recover it and carry on: the
+		// document may hold edits the store never got, which the next
+		// write would build on. Drop it; the next write reloads.
+		if p := recover(); p != nil {
+			e.drop()
+			panic(p)
+		}
+	}()
 	if e.doc != nil && e.row != nil && e.row.DocVersion == e.seq {
 		if err := s.writeAhead(ctx, e, actors, fn); !errors.Is(err, errWriteAhead) {
 			return err

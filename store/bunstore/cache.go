@@ -45,8 +45,14 @@ type yapTimes struct {
 	deleted sql.NullInt64
 }
 
-// maxCachedYaps bounds the yap hints; past it they start over.
-const maxCachedYaps = 8192
+// maxCachedYaps bounds the yap hints, and maxCachedRows the list rows and
+// the permissions; past them they start over (a missing entry is read from
+// the database). Without a bound the cache would keep every list this
+// process wrote since another connection last committed.
+const (
+	maxCachedYaps = 8192
+	maxCachedRows = 8192
+)
 
 type cachedPerm struct {
 	listRef string
@@ -84,7 +90,7 @@ func (c *writerCache) listOK(ref string) (yaps.List, int64, bool) {
 }
 
 func (c *writerCache) putList(l *yaps.List, stateSeq int64) {
-	if c.lists == nil {
+	if c.lists == nil || len(c.lists) >= maxCachedRows {
 		c.lists = map[string]*cachedList{}
 	}
 	c.lists[l.Ref] = &cachedList{list: *l.Clone(), stateSeq: stateSeq}
@@ -99,7 +105,7 @@ func (c *writerCache) perm(id, listRef string) (active, ok bool) {
 }
 
 func (c *writerCache) putPerm(id, listRef string, active bool) {
-	if c.perms == nil {
+	if c.perms == nil || len(c.perms) >= maxCachedRows {
 		c.perms = map[string]cachedPerm{}
 	}
 	c.perms[id] = cachedPerm{listRef: listRef, active: active}
