@@ -55,7 +55,9 @@ func malformedQueryEveryOperation(t *testing.T, e *env) {
 		{Method: "POST", Path: "/lists/" + ref + "/permissions/rotate-owner" + bad, Code: owner},
 		{Method: "POST", Path: "/lists/" + ref + "/rollup" + bad, Code: owner, Header: map[string]string{"X-Account-Key": acct}},
 	} {
-		t.Run(c.Method+" "+c.Path, func(t *testing.T) {
+		// The name without the list's generated ref and ids.
+		name := c.Method + " " + strings.NewReplacer(ref, "{ref}", yapID, "{yapId}", permID, "{permissionId}", bad, "").Replace(c.Path)
+		t.Run(name, func(t *testing.T) {
 			expectProblem(t, e.do(c), http.StatusBadRequest, "bad_request")
 			if c.Code != "" && c.Path != "/lists"+bad {
 				// The credential is checked first.

@@ -9,4 +9,5 @@ func PreparedWrites(s *Service) int64 { return s.prepared.Load() }
 // DocLoads reports how many times s read a list document from its store.
 func DocLoads(s *Service) int64 { return s.loads.Load() }
 
+// PurgeBatch is how many deleted yaps Purge asks the store for at a time.
 const PurgeBatch = purgeBatch
