@@ -56,7 +56,7 @@ func TestRevokeCommittedWhileWriteWaits(t *testing.T) {
 			require.NoError(t, err)
 
 			before := yaps.PreparedWrites(e.svc)
-			done := make(chan error, 2)
+			done, otherDone := make(chan error, 1), make(chan error, 1)
 			go func() {
 				_, _, err := e.svc.CreateYap(ctx, ed, yaps.KindTask, task("after the revocation"), "", nil)
 				done <- err
@@ -72,13 +72,13 @@ func TestRevokeCommittedWhileWriteWaits(t *testing.T) {
 				// and runs in the next batch; it must be unaffected.
 				go func() {
 					_, _, err := e.svc.CreateYap(ctx, other, yaps.KindTask, task("unaffected"), "", nil)
-					done <- err
+					otherDone <- err
 				}()
 			}
 			require.NoError(t, tx.Commit())
 			requireCode(t, yaps.EUNAUTHORIZED, <-done)
 			if batched {
-				require.NoError(t, <-done)
+				require.NoError(t, <-otherDone)
 			}
 			require.Zero(t, yaps.PreparedWrites(e.svc)-before-map[bool]int64{false: 0, true: 1}[batched],
 				"the refused write was not applied by the prepared path")
