@@ -94,19 +94,22 @@ func TestLargeSyncStep2(t *testing.T) {
 	for name, tc := range map[string]struct {
 		frames [][]byte
 		code   int // 0: the last frame is relayed
+		// alt: the close code of an earlier frame that is refused itself;
+		// it races with code (the read loop goes on to the large frame).
+		alt int
 	}{
-		"after step 1":          {[][]byte{step1, AppendSyncStep2(nil, bigFrame(8<<10, 5))}, 0},
-		"after awareness":       {[][]byte{step1, aw, AppendSyncStep2(nil, bigFrame(8<<10, 6))}, 0},
-		"no step 1":             {[][]byte{AppendSyncStep2(nil, bigFrame(8<<10, 7))}, websocket.CloseMessageTooBig},
-		"an empty frame":        {[][]byte{{}, AppendSyncStep2(nil, bigFrame(8<<10, 14))}, websocket.CloseMessageTooBig},
-		"after an update":       {[][]byte{step1, AppendUpdate(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 9))}, 0},
-		"after a step 2":        {[][]byte{step1, AppendSyncStep2(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 16))}, websocket.CloseMessageTooBig},
-		"after a text frame":    {[][]byte{step1, nil, AppendSyncStep2(nil, bigFrame(8<<10, 17))}, websocket.CloseMessageTooBig},
-		"too many updates":      {append(append([][]byte{step1}, repeat(AppendUpdate(nil, []byte{8}), maxSyncFrames-1)...), AppendSyncStep2(nil, bigFrame(8<<10, 18))), websocket.CloseMessageTooBig},
-		"a large update":        {[][]byte{step1, AppendUpdate(nil, bigFrame(8<<10, 10)), AppendUpdate(nil, bigFrame(8<<10, 11))}, websocket.CloseMessageTooBig},
-		"a large awareness":     {[][]byte{step1, bigAw, AppendSyncStep2(nil, bigFrame(8<<10, 15))}, websocket.CloseMessageTooBig},
-		"over MaxSyncStep2Size": {[][]byte{step1, AppendSyncStep2(nil, bigFrame(65<<10, 12))}, websocket.CloseMessageTooBig},
-		"step 1 too late":       {append(repeat(aw, maxSyncFrames-1), step1, AppendSyncStep2(nil, bigFrame(8<<10, 13))), websocket.CloseMessageTooBig},
+		"after step 1":          {[][]byte{step1, AppendSyncStep2(nil, bigFrame(8<<10, 5))}, 0, 0},
+		"after awareness":       {[][]byte{step1, aw, AppendSyncStep2(nil, bigFrame(8<<10, 6))}, 0, 0},
+		"no step 1":             {[][]byte{AppendSyncStep2(nil, bigFrame(8<<10, 7))}, websocket.CloseMessageTooBig, 0},
+		"an empty frame":        {[][]byte{{}, AppendSyncStep2(nil, bigFrame(8<<10, 14))}, websocket.CloseMessageTooBig, CloseBadMessage},
+		"after an update":       {[][]byte{step1, AppendUpdate(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 9))}, 0, 0},
+		"after a step 2":        {[][]byte{step1, AppendSyncStep2(nil, []byte{8}), AppendSyncStep2(nil, bigFrame(8<<10, 16))}, websocket.CloseMessageTooBig, 0},
+		"after a text frame":    {[][]byte{step1, nil, AppendSyncStep2(nil, bigFrame(8<<10, 17))}, websocket.CloseMessageTooBig, websocket.CloseUnsupportedData},
+		"too many updates":      {append(append([][]byte{step1}, repeat(AppendUpdate(nil, []byte{8}), maxSyncFrames-1)...), AppendSyncStep2(nil, bigFrame(8<<10, 18))), websocket.CloseMessageTooBig, 0},
+		"a large update":        {[][]byte{step1, AppendUpdate(nil, bigFrame(8<<10, 10)), AppendUpdate(nil, bigFrame(8<<10, 11))}, websocket.CloseMessageTooBig, 0},
+		"a large awareness":     {[][]byte{step1, bigAw, AppendSyncStep2(nil, bigFrame(8<<10, 15))}, websocket.CloseMessageTooBig, 0},
+		"over MaxSyncStep2Size": {[][]byte{step1, AppendSyncStep2(nil, bigFrame(65<<10, 12))}, websocket.CloseMessageTooBig, 0},
+		"step 1 too late":       {append(repeat(aw, maxSyncFrames-1), step1, AppendSyncStep2(nil, bigFrame(8<<10, 13))), websocket.CloseMessageTooBig, 0},
 	} {
 		c := e.dial(t, "L1", "owner")
 		for i, f := range tc.frames {
@@ -121,7 +124,11 @@ func TestLargeSyncStep2(t *testing.T) {
 		}
 		slotFree := func() bool { return e.slotsTaken() == 0 }
 		if tc.code != 0 {
-			require.Equal(t, tc.code, c.closed(), name)
+			if tc.alt != 0 {
+				require.Contains(t, []int{tc.code, tc.alt}, c.closed(), name)
+			} else {
+				require.Equal(t, tc.code, c.closed(), name)
+			}
 			require.Eventually(t, slotFree, 5*time.Second, 5*time.Millisecond, name)
 			continue
 		}
