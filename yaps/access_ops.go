@@ -105,8 +105,8 @@ func (s *Service) Permissions(ctx context.Context, a *Actor) ([]*Permission, err
 // agent role (EINVALID otherwise); an agent with nil scopes gets
 // tasks:write (R5's default). An empty, non-nil list is EINVALID for an
 // agent: whoever sent it asked for no write scope, and granting the default
-// instead would give more than asked. Permissions can be managed on archived lists too (revoking a
-// leaked code must always be possible).
+// instead would give more than asked. Permissions can be managed on
+// archived lists too (revoking a leaked code must always be possible).
 func (s *Service) IssuePermission(ctx context.Context, a *Actor, role Role, label string, scopes []Scope) (*IssuedPermission, error) {
 	if err := a.can(opManage, ""); err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package yaps
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -218,8 +217,12 @@ func (s *Service) Purge(ctx context.Context) (int, error) {
 					firstErr = err
 				}
 			}
+			gone := make(map[string]bool, len(purged))
+			for _, id := range purged {
+				gone[id] = true
+			}
 			for _, id := range byList[ref] {
-				if !slices.Contains(purged, id) {
+				if !gone[id] {
 					skipped[YapKey{ListRef: ref, ID: id}] = true
 				}
 			}

@@ -90,24 +90,24 @@ func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, e
 // old and the new kind) and so is the root map "list" (owner or editor
 // only). What an agent inserts where its scope does not reach (a root type
 // outside the schema, the list map, a yap of a kind outside its scope) is
-// deleted again by a compensating update; an agent's update that deletes
-// or overwrites anything there is EFORBIDDEN and changes nothing. When something is invalid or not
-// permitted the service makes a compensating update: it restores the
-// previous valid yap (or list members), or removes an invalid new yap. A
-// new yap missing only the server members (id, createdAt, updatedAt) has
-// them filled in instead, and server times set further than clockSkew
-// from the server's clock are rewritten (serverTimes). The client's update
-// is stored as sent, then the compensating update, each
-// emitted as an EventDocUpdate (the client's with origin, the compensation
-// with origin nil), and only valid yaps reach the projection. A duplicate
-// update changes nothing and stores nothing; a malformed one is EINVALID.
-// An update that depends on changes the document does not have (Yjs would
-// keep it pending, yjs Doc.Pending) is EFORBIDDEN and changes nothing; the
-// client sends it again with what it depends on at its next sync. An
-// update that adds structs under a Yjs client ID another (non-owner) code
-// owns is EFORBIDDEN and changes nothing (clients.go). A write
-// that would take the document over Config.MaxDocBytes or MaxDocItems is
-// ETOOLARGE and changes nothing (see Config).
+// deleted again by a compensating update; an agent's update that deletes or
+// overwrites anything there is EFORBIDDEN and changes nothing. When
+// something is invalid or not permitted the service makes a compensating
+// update: it restores the previous valid yap (or list members), or removes
+// an invalid new yap. A new yap missing only the server members (id,
+// createdAt, updatedAt) has them filled in instead, and server times set
+// further than clockSkew from the server's clock are rewritten
+// (serverTimes). The client's update is stored as sent, then the
+// compensating update, each emitted as an EventDocUpdate (the client's with
+// origin, the compensation with origin nil), and only valid yaps reach the
+// projection. A duplicate update changes nothing and stores nothing; a
+// malformed one is EINVALID. An update that depends on changes the document
+// does not have (Yjs would keep it pending, yjs Doc.Pending) is EFORBIDDEN
+// and changes nothing; the client sends it again with what it depends on at
+// its next sync. An update that adds structs under a Yjs client ID another
+// (non-owner) code owns is EFORBIDDEN and changes nothing (clients.go). A
+// write that would take the document over Config.MaxDocBytes or MaxDocItems
+// is ETOOLARGE and changes nothing (see Config).
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
 	if err := checkClientWrite(a); err != nil {
 		return err
@@ -525,14 +525,14 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 // off by seconds, sometimes minutes.
 const clockSkew = 5 * time.Minute
 
-// serverTimes keeps the members the server's clock owns honest, and
-// reports whether it changed y. A time a client set further than clockSkew
-// from now becomes now: a new yap's createdAt, a deletedAt the update set
-// (one in the past would make the yap purgeable at once, R7), and an
-// updatedAt the update set (else one client's clock in the future would
-// freeze the yap's updatedAt for the others). An updatedAt is never before createdAt, nor before the yap's
-// last one: it then becomes the later of now and that. The edit itself
-// stands either way; only the time is rewritten.
+// serverTimes keeps the members the server's clock owns honest, and reports
+// whether it changed y. A time a client set further than clockSkew from now
+// becomes now: a new yap's createdAt, a deletedAt the update set (one in
+// the past would make the yap purgeable at once, R7), and an updatedAt the
+// update set (else one client's clock in the future would freeze the yap's
+// updatedAt for the others). An updatedAt is never before createdAt, nor
+// before the yap's last one: it then becomes the later of now and that. The
+// edit itself stands either way; only the time is rewritten.
 func serverTimes(y, old *Yap, now time.Time) (changed bool) {
 	far := func(t time.Time) bool { return t.Before(now.Add(-clockSkew)) || t.After(now.Add(clockSkew)) }
 	if old == nil && far(y.CreatedAt) {

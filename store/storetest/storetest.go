@@ -1227,13 +1227,11 @@ func testClaimClients(t *testing.T, s yaps.Store) {
 	winners := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			got, err := s.ClaimClients(ctx, f.list.Ref, fmt.Sprint("racer", i), []uint64{77})
 			assert.NoError(t, err)
 			winners[i] = got[77]
-		}()
+		})
 	}
 	wg.Wait()
 	for _, w := range winners {

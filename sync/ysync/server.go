@@ -544,11 +544,7 @@ func (s *Server) onConnect(ms *melody.Session) {
 	if aw != nil {
 		c.send(aw)
 	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		c.confirm()
-	}()
+	s.bg.Go(c.confirm)
 }
 
 func (s *Server) onDisconnect(ms *melody.Session) {

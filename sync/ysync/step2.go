@@ -23,23 +23,23 @@ import (
 // A connection syncs from its first frame until it sends anything but a
 // valid step 1, update or awareness message under MaxMessageSize (its step
 // 2, a text frame, a larger frame, a frame that does not decode), or until
-// maxSyncFrames frames or maxSyncTime after it connected (checked at each frame and at each pong,
-// so a client that takes a slot and goes quiet gives it back within a ping
-// period). The limit is raised when its step 1 arrives (a client sends its
-// step 2 only after it got ours, which answers that step 1, so the step 2
-// always comes later) and lowered when it stops syncing or disconnects.
-// Small updates do not end the sync: a y-websocket client sends its local
-// edits as soon as its socket is open, so an edit made while it waits for
-// our step 1 comes before its step 2, which must still get the raised limit.
-// Gorilla checks the limit before it reads a frame, so the frame after the
-// step 1 may be large whatever it is (a step 2 normally, or a large update);
-// either way it ends the sync. So at most one frame per connection can be
-// large. Such a frame keeps the slot until the room has applied it (or it
-// was dropped), so at most SyncStep2Slots large frames are read or held at
-// any time, whatever the clients send; a relayed one then counts against
-// every connection's send queue like any frame (MaxSyncStep2Size is at most
-// half of SendQueueBytes, and such an update is applied in a batch of its
-// own).
+// maxSyncFrames frames or maxSyncTime after it connected (checked at each
+// frame and at each pong, so a client that takes a slot and goes quiet
+// gives it back within a ping period). The limit is raised when its step 1
+// arrives (a client sends its step 2 only after it got ours, which answers
+// that step 1, so the step 2 always comes later) and lowered when it stops
+// syncing or disconnects. Small updates do not end the sync: a y-websocket
+// client sends its local edits as soon as its socket is open, so an edit
+// made while it waits for our step 1 comes before its step 2, which must
+// still get the raised limit. Gorilla checks the limit before it reads a
+// frame, so the frame after the step 1 may be large whatever it is (a step
+// 2 normally, or a large update); either way it ends the sync. So at most
+// one frame per connection can be large. Such a frame keeps the slot until
+// the room has applied it (or it was dropped), so at most SyncStep2Slots
+// large frames are read or held at any time, whatever the clients send; a
+// relayed one then counts against every connection's send queue like any
+// frame (MaxSyncStep2Size is at most half of SendQueueBytes, and such an
+// update is applied in a batch of its own).
 //
 // Read-only connections (viewers, archived lists) get no slot: their step
 // 2s are not applied, and a public viewer code must not let anyone hold
