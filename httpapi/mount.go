@@ -381,6 +381,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		Description: http.StatusText(http.StatusNotModified),
 		Headers:     map[string]*huma.Param{"ETag": {Description: "Entity tag of the document state", Schema: &huma.Schema{Type: "string"}}},
 	}
+	documentHeaders(&snapshot, http.StatusOK)
 	handle(s, api, snapshot, s.snapshot)
 
 	handle(s, api, d.op(huma.Operation{
@@ -683,7 +684,60 @@ func (d *documenter) op(op huma.Operation, success int, body any, errs ...int) h
 		}
 		op.Responses[strconv.Itoa(code)] = er
 	}
+	documentHeaders(&op, success)
 	return op
+}
+
+// Headers the middleware and handlers set on answers, described once.
+var (
+	rateLimitHeaders = map[string]*huma.Param{
+		"X-RateLimit-Limit":     {Description: "Requests allowed in the current window of the operation's rate-limit group (absent when rate limiting is off)", Schema: &huma.Schema{Type: "integer"}},
+		"X-RateLimit-Remaining": {Description: "Requests left in the current window (absent when rate limiting is off)", Schema: &huma.Schema{Type: "integer"}},
+		"X-RateLimit-Reset":     {Description: "Seconds until the current window resets (absent when rate limiting is off)", Schema: &huma.Schema{Type: "integer"}},
+	}
+	headerNoStore      = &huma.Param{Description: "no-store: the answer carries a secret shown once", Schema: &huma.Schema{Type: "string"}}
+	headerRefusal      = &huma.Param{Description: "no-store", Schema: &huma.Schema{Type: "string"}}
+	headerPrivate      = &huma.Param{Description: "private, no-cache: the answer depends on the credential", Schema: &huma.Schema{Type: "string"}}
+	headerReplayed     = &huma.Param{Description: "true when the answer replays the first answer to this Idempotency-Key", Schema: &huma.Schema{Type: "string", Enum: []any{"true"}}}
+	secretAnswers      = map[string]bool{"createList": true, "createAccount": true, "issuePermission": true, "rotateOwner": true}
+	credentialAnswered = map[string]bool{"accountLists": true}
+)
+
+// documentHeaders adds the rate-limit headers to every answer of op, and
+// Cache-Control and Idempotent-Replayed where the handlers set them:
+// answers about a list are private (errors too, since the credential is
+// checked first), answers carrying a code or key once are no-store, and so
+// are the sync endpoint's refusals (package ysync).
+func documentHeaders(op *huma.Operation, success int) {
+	idempotent := false
+	for _, p := range op.Parameters {
+		if p == paramIdempotency {
+			idempotent = true
+		}
+	}
+	aboutList := strings.Contains(op.Path, "{ref}")
+	for code, r := range op.Responses {
+		if r.Headers == nil {
+			r.Headers = map[string]*huma.Param{}
+		}
+		for name, h := range rateLimitHeaders {
+			r.Headers[name] = h
+		}
+		ok := code == strconv.Itoa(success) || code == "304"
+		switch {
+		case op.OperationID == "sync":
+			if !ok {
+				r.Headers["Cache-Control"] = headerRefusal
+			}
+		case ok && secretAnswers[op.OperationID]:
+			r.Headers["Cache-Control"] = headerNoStore
+		case aboutList || (ok && credentialAnswered[op.OperationID]):
+			r.Headers["Cache-Control"] = headerPrivate
+		}
+		if idempotent && ok {
+			r.Headers["Idempotent-Replayed"] = headerReplayed
+		}
+	}
 }
 
 // Manually documented parameters (read by the handlers, not by Huma, so that

@@ -445,3 +445,105 @@ func walkObjects(v any, at string, visit func(obj map[string]any, at string)) {
 		}
 	}
 }
+
+// headerNames are the answer headers the document must describe wherever
+// an answer carries them.
+var headerNames = []string{"ETag", "Retry-After", "Cache-Control", "Idempotent-Replayed",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+
+// headers returns the documented headers of one answer of an operation.
+func (d oaDoc) headers(t *testing.T, method, path string, status int) map[string]any {
+	t.Helper()
+	r, _ := d.op(t, method, path)["responses"].(map[string]any)[strconv.Itoa(status)].(map[string]any)
+	require.NotNil(t, r, "%s %s: %d undocumented", method, path, status)
+	h, _ := r["headers"].(map[string]any)
+	return h
+}
+
+// TestOpenAPIDocumentedHeaders: every header of headerNames that a real
+// answer carries is documented for its operation and status, and the
+// rate-limit and Cache-Control headers documented are really sent (the
+// server runs the default rate limits, so every answer is counted).
+func TestOpenAPIDocumentedHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, backends()[0], envOptions{limiter: limiter(t, ratelimit.DefaultLimits())})
+	mountSync(t, e)
+	limited := newEnv(t, backends()[0], envOptions{limiter: limiter(t, ratelimit.Limits{
+		yaps.LimitRead: {yaps.ClassAnonymous: {{Limit: 1, Period: time.Minute}}},
+	})})
+	d := openAPI(t, e)
+
+	ref, owner := e.newList(nil)
+	other, otherOwner := e.newList(nil)
+	_, viewer := e.issue(ref, owner, yaps.RoleViewer)
+	permID, _ := e.issue(ref, owner, yaps.RoleEditor)
+	yapID := e.addYap(ref, owner, task("a"))["id"].(string)
+	acct := expect(t, e.do(req{Method: "POST", Path: "/accounts"}), http.StatusCreated).str("accountKey")
+	snapTag := expect(t, e.get("/lists/"+ref+"/snapshot", owner), http.StatusOK).Header.Get("ETag")
+	lref, lowner := limited.newList(nil)
+	expect(t, limited.get("/lists/"+lref, lowner), http.StatusOK) // spends the budget
+	upgrade := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+		"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	idem := map[string]string{"Idempotency-Key": "4f6c1a52-1b7e-4a43-9d43-3a1d0b6a8e11"}
+	yapIdem := map[string]string{"Idempotency-Key": "9b0f1e7a-5c2d-4e1b-8f3a-6d7c2b1a0e99"}
+
+	steps := []struct {
+		e        *env
+		op       string // operation path
+		r        req
+		status   int
+		replayed bool
+	}{
+		{e, "/lists", req{Method: "POST", Path: "/lists", Header: idem}, 201, false},
+		{e, "/lists", req{Method: "POST", Path: "/lists", Header: idem}, 201, true},
+		{e, "/lists", req{Method: "POST", Path: "/lists", Body: `{bad`}, 400, false},
+		{e, "/accounts", req{Method: "POST", Path: "/accounts"}, 201, false},
+		{e, "/lists", req{Method: "GET", Path: "/lists", Code: acct}, 200, false},
+		{e, "/lists", req{Method: "GET", Path: "/lists"}, 401, false},
+		{e, "/lists/{ref}", req{Method: "GET", Path: "/lists/" + ref, Code: owner}, 200, false},
+		{e, "/lists/{ref}", req{Method: "GET", Path: "/lists/" + ref, Code: "yap_bad"}, 401, false},
+		{e, "/lists/{ref}", req{Method: "GET", Path: "/lists/AAAAAAAAAAAAAAAAAAAAAA", Code: owner}, 404, false},
+		{limited, "/lists/{ref}", req{Method: "GET", Path: "/lists/" + lref, Code: lowner}, 429, false},
+		{e, "/lists/{ref}", req{Method: "PATCH", Path: "/lists/" + ref, Code: owner, Body: map[string]any{"title": "t"}}, 200, false},
+		{e, "/lists/{ref}", req{Method: "PATCH", Path: "/lists/" + ref, Code: owner, Body: map[string]any{"title": "u"}, Header: map[string]string{"If-Match": `"stale"`}}, 412, false},
+		{e, "/lists/{ref}/yaps", req{Method: "GET", Path: "/lists/" + ref + "/yaps", Code: owner}, 200, false},
+		{e, "/lists/{ref}/yaps", req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: task("b"), Header: yapIdem}, 201, false},
+		{e, "/lists/{ref}/yaps", req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: owner, Body: task("b"), Header: yapIdem}, 201, true},
+		{e, "/lists/{ref}/yaps", req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: viewer, Body: task("c")}, 403, false},
+		{e, "/lists/{ref}/yaps/{yapId}", req{Method: "GET", Path: "/lists/" + ref + "/yaps/" + yapID, Code: owner}, 200, false},
+		{e, "/lists/{ref}/yaps/{yapId}", req{Method: "PATCH", Path: "/lists/" + ref + "/yaps/" + yapID, Code: owner, Body: map[string]any{"status": "done"}}, 200, false},
+		{e, "/lists/{ref}/yaps/{yapId}", req{Method: "DELETE", Path: "/lists/" + ref + "/yaps/" + yapID, Code: owner}, 204, false},
+		{e, "/lists/{ref}/permissions", req{Method: "GET", Path: "/lists/" + ref + "/permissions", Code: owner}, 200, false},
+		{e, "/lists/{ref}/permissions", req{Method: "POST", Path: "/lists/" + ref + "/permissions", Code: owner, Body: map[string]any{"role": "viewer"}}, 201, false},
+		{e, "/lists/{ref}/permissions/{permissionId}", req{Method: "DELETE", Path: "/lists/" + ref + "/permissions/" + permID, Code: owner}, 204, false},
+		{e, "/lists/{ref}/snapshot", req{Method: "GET", Path: "/lists/" + ref + "/snapshot", Code: owner}, 200, false},
+		{e, "/lists/{ref}/snapshot", req{Method: "GET", Path: "/lists/" + other + "/snapshot", Code: otherOwner, Header: map[string]string{"If-None-Match": snapTag}}, 200, false},
+		{e, "/lists/{ref}/snapshot", req{Method: "GET", Path: "/lists/" + ref + "/snapshot", Code: viewer, Header: map[string]string{"If-None-Match": ""}}, 304, false},
+		{e, "/lists/{ref}/audit", req{Method: "GET", Path: "/lists/" + ref + "/audit", Code: owner}, 200, false},
+		{e, "/lists/{ref}/rollup", req{Method: "POST", Path: "/lists/" + other + "/rollup", Code: otherOwner, Header: map[string]string{"X-Account-Key": acct}}, 200, false},
+		{e, "/lists/{ref}/sync", req{Method: "GET", Path: "/lists/" + ref + "/sync", Code: owner}, 400, false},
+		{e, "/lists/{ref}/sync", req{Method: "GET", Path: "/lists/" + ref + "/sync", Code: "yap_bad", Header: upgrade}, 401, false},
+		{e, "/lists/{ref}/permissions/rotate-owner", req{Method: "POST", Path: "/lists/" + ref + "/permissions/rotate-owner", Code: owner}, 200, false},
+		{e, "/lists/{ref}", req{Method: "DELETE", Path: "/lists/" + other, Code: otherOwner}, 204, false},
+	}
+	for _, s := range steps {
+		if s.status == http.StatusNotModified { // the tag of the moment
+			s.r.Header["If-None-Match"] = expect(t, e.get("/lists/"+ref+"/snapshot", viewer), 200).Header.Get("ETag")
+		}
+		r := s.e.do(s.r)
+		require.Equal(t, s.status, r.Status, "%s %s: %s", s.r.Method, s.r.Path, r.Body)
+		doc := d.headers(t, s.r.Method, s.op, s.status)
+		name := fmt.Sprintf("%s %s %d", s.r.Method, s.op, s.status)
+		for _, h := range headerNames {
+			if r.Header.Get(h) != "" {
+				require.Contains(t, doc, h, "%s sends %s undocumented", name, h)
+			}
+		}
+		for h := range doc {
+			if strings.HasPrefix(h, "X-RateLimit-") || h == "Cache-Control" {
+				require.NotEmpty(t, r.Header.Get(h), "%s documents %s but does not send it", name, h)
+			}
+		}
+		require.Equal(t, s.replayed, r.Header.Get("Idempotent-Replayed") == "true", name)
+	}
+}
