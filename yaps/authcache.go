@@ -29,9 +29,10 @@ import (
 type authCache struct {
 	ttl time.Duration // <= 0: disabled
 
-	mu    sync.RWMutex
-	gen   uint64
-	lists map[string]*authEntry
+	mu        sync.RWMutex
+	gen       uint64
+	lists     map[string]*authEntry
+	suspended bool // the Notifier is not listening: nothing is cached
 }
 
 type authEntry struct {
@@ -64,7 +65,7 @@ func (c *authCache) get(ref string, hash []byte) (*List, *Permission, bool) {
 		p  Permission
 		ok bool
 	)
-	if e != nil && time.Now().Before(e.expires) {
+	if e != nil && !c.suspended && time.Now().Before(e.expires) {
 		if p, ok = e.perms[string(hash)]; ok {
 			l = e.list
 		}
@@ -94,7 +95,7 @@ func (c *authCache) fill(t uint64, l *List, p *Permission) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != t {
+	if c.gen != t || c.suspended {
 		return
 	}
 	e := c.lists[l.Ref]
@@ -138,8 +139,11 @@ func (c *authCache) forget(ref string) {
 	delete(c.lists, ref)
 }
 
-// clear drops everything (notices may have been lost).
-func (c *authCache) clear() {
+// suspend drops everything and, while on, caches nothing: notices of other
+// processes are being missed (NoticeLost), so no entry can be trusted, and
+// a revoking process does not wait for this one. Turning it off (NoticeResync)
+// starts from an empty cache too.
+func (c *authCache) suspend(on bool) {
 	if !c.enabled() {
 		return
 	}
@@ -147,6 +151,7 @@ func (c *authCache) clear() {
 	defer c.mu.Unlock()
 	c.gen++
 	c.lists = map[string]*authEntry{}
+	c.suspended = on
 }
 
 func clonePermission(p *Permission) *Permission {

@@ -337,7 +337,7 @@ func (s *Service) load(ctx context.Context, e *docEntry) error {
 			return internal(err, "could not load the list document")
 		}
 	}
-	old := e.doc
+	old, oldList := e.doc, e.list
 	e.doc, e.seq, e.sinceState, e.owners = d, dl.LastSeq, int64(len(dl.Updates)), nil
 	e.stateBytes, e.sinceBytes, e.row = int64(len(dl.State)), 0, nil
 	for _, u := range dl.Updates {
@@ -358,8 +358,18 @@ func (s *Service) load(ctx context.Context, e *docEntry) error {
 			s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: e.seq, Update: full})
 		}
 	}
+	// A reload after compaction, or after a dropped copy, may be how this
+	// process learns that another archived or unarchived the list.
+	if (old != nil || e.stale) && listFieldsChanged(oldList, e.list) {
+		s.emit(Event{Kind: EventListChanged, ListRef: e.ref})
+	}
 	e.stale = false
 	return nil
+}
+
+// listFieldsChanged reports whether the members rooms care about differ.
+func listFieldsChanged(a, b listFields) bool {
+	return a.Title != b.Title || a.Kind != b.Kind || !sameTime(a.ArchivedAt, b.ArchivedAt)
 }
 
 // emptyUpdate reports whether u is the v1 encoding of an update with no
@@ -384,7 +394,7 @@ func (s *Service) applyLogged(e *docEntry, updates [][]byte) error {
 		old := e.list
 		e.view, _ = projectDoc(e.ref, e.doc)
 		e.list, _ = readList(e.doc)
-		if old.Title != e.list.Title || old.Kind != e.list.Kind || !sameTime(old.ArchivedAt, e.list.ArchivedAt) {
+		if listFieldsChanged(old, e.list) {
 			s.emit(Event{Kind: EventListChanged, ListRef: e.ref})
 		}
 	}

@@ -71,7 +71,9 @@
 //     EventCodeRevoked, EventListChanged); notices about other lists are
 //     ignored (their readers and writers catch up with the store anyway).
 //     A NoticeResync (the Notifier reconnected) refreshes every watched
-//     list. Polling stays as the fallback for lost notices, every 5 s by
+//     list and has every sync connection's code checked again; from the
+//     NoticeLost before it (the Notifier stopped listening) until then,
+//     the auth cache is not used. Polling stays as the fallback for lost notices, every 5 s by
 //     default instead of 500 ms. PublishAwareness and EventAwareness carry
 //     sync awareness between processes the same way.
 //   - Config.AuditCoalesce (10 s): a sync edit of an existing yap is

@@ -22,9 +22,10 @@ import (
 //   - Listen calls fn for every notice published by another Notifier (a
 //     Notifier never delivers its own notices) until ctx is done, and then
 //     returns ctx.Err(). fn is called from one goroutine, in arrival order,
-//     and must not block for long. Listen reconnects by itself; after any
-//     gap in which notices may have been lost it calls fn with a notice of
-//     kind NoticeResync.
+//     and must not block for long. Listen reconnects by itself; when it
+//     stops listening (the connection failed) it calls fn with a notice of
+//     kind NoticeLost at once, and after any gap in which notices may have
+//     been lost, with one of kind NoticeResync once it listens again.
 //   - Notices may be delivered late, twice or not at all; the Service
 //     treats them as hints and always reads the truth from the Store.
 type Notifier interface {
@@ -99,6 +100,12 @@ const (
 	// NoticeResync is delivered by a Notifier, never published: notices
 	// may have been lost (e.g. after a reconnect), refresh everything.
 	NoticeResync
+	// NoticeLost is delivered by a Notifier, never published: it stopped
+	// listening, and notices are missed until the NoticeResync that
+	// follows. Other processes may not wait for this one meanwhile
+	// (ConfirmingPublisher lists only the processes listening), so the
+	// Service stops trusting its auth cache until then.
+	NoticeLost
 )
 
 // ErrNoticeDropped is returned by PublishAwareness when the outgoing notice
@@ -264,6 +271,7 @@ func (s *Service) listener() {
 		if ctx.Err() != nil {
 			return
 		}
+		s.onNotice(Notice{Kind: NoticeLost})
 		s.log.Warn("yaps: listening for notices failed; retrying", "err", err)
 		if time.Since(start) > time.Minute {
 			backoff = 100 * time.Millisecond
@@ -290,8 +298,10 @@ func (s *Service) onNotice(n Notice) {
 		if s.docs.interested(n.ListRef) {
 			s.emit(Event{Kind: EventAwareness, ListRef: n.ListRef, Update: n.Payload})
 		}
+	case NoticeLost:
+		s.auth.suspend(true)
 	case NoticeResync:
-		s.auth.clear()
+		s.auth.suspend(false)
 		for _, ref := range s.docs.watched() {
 			s.refreshLater(ref, refreshWork{full: true})
 		}
@@ -403,6 +413,10 @@ func (s *Service) refreshFromNotice(ctx context.Context, ref string, w refreshWo
 		if err := s.pollPermissions(ctx, e); err != nil {
 			return err
 		}
+		// A revocation missed while not listening is only found by
+		// pollPermissions if the permission was known at the last poll:
+		// have every connection's code checked again.
+		w.list = true
 	}
 	if w.list {
 		s.emit(Event{Kind: EventListChanged, ListRef: ref})

@@ -388,3 +388,77 @@ func TestNoticesPublishedInBatches(t *testing.T) {
 	}
 	require.Equal(t, []byte{0, 1, 2, 3, 4}, payloads)
 }
+
+// A process that reloads a document (the log was compacted past what it
+// had) reports the archive and unarchive it learns of that way, so sync
+// rooms re-check their connections (found in review: they stayed
+// read-only after an unarchive).
+func TestReloadReportsListChange(t *testing.T) {
+	t.Parallel()
+	e1, s2, n1, _ := twoProcesses(t, -1)
+	owner := e1.list()
+	ref := owner.List.Ref
+	unpin := s2.Pin(ref)
+	defer unpin()
+	require.NoError(t, s2.Refresh(e1.ctx, ref))
+	events, unsub := collect(s2, yaps.EventListChanged)
+	defer unsub()
+	n1.setMute(true) // process 2 hears nothing of the following
+
+	for _, archive := range []bool{true, false} {
+		if archive {
+			require.NoError(t, e1.svc.ArchiveList(e1.ctx, owner, ""))
+		} else {
+			_, err := e1.svc.UpdateList(e1.ctx, e1.reauth(owner), yaps.ListPatch{ArchivedAt: yaps.Null[time.Time]()}, "")
+			require.NoError(t, err)
+		}
+		require.NoError(t, e1.svc.CompactNow(e1.ctx, ref))
+		require.NoError(t, s2.Refresh(e1.ctx, ref))
+		ev := next(t, events, time.Second)
+		require.Equal(t, ref, ev.ListRef, "archive %v", archive)
+	}
+	require.NoError(t, s2.Refresh(e1.ctx, ref))
+	select {
+	case ev := <-events:
+		t.Fatalf("a refresh that changed nothing reported %+v", ev)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// While its Notifier is not listening (NoticeLost until NoticeResync), a
+// process does not answer from its auth cache: a revoking process cannot
+// reach it, and would not wait for it (found in review: a read on the
+// other process still got 200 right after the revocation). The resync
+// then has every connection's code checked again (EventListChanged for
+// each watched list), since a revocation missed meanwhile may not show in
+// the permission list's difference.
+func TestNotifierLostSuspendsAuthCache(t *testing.T) {
+	t.Parallel()
+	e1, s2, n1, n2 := twoProcesses(t, -1)
+	owner := e1.list()
+	ref := owner.List.Ref
+	ip, err := e1.svc.IssuePermission(e1.ctx, owner, yaps.RoleViewer, "v", nil)
+	require.NoError(t, err)
+	_, err = s2.Authenticate(e1.ctx, ref, ip.Code) // cached on process 2
+	require.NoError(t, err)
+	unpin := s2.Pin(ref)
+	defer unpin()
+	events, unsub := collect(s2, yaps.EventAwareness, yaps.EventListChanged)
+	defer unsub()
+
+	// Notices are handled in order: once the awareness notice after it
+	// arrived, NoticeLost was handled.
+	n2.in <- yaps.Notice{Kind: yaps.NoticeLost}
+	n2.in <- yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: ref, Payload: []byte{0}}
+	require.Equal(t, yaps.EventAwareness, next(t, events, time.Second).Kind)
+
+	n1.setMute(true) // the revocation's notice is lost
+	require.NoError(t, e1.svc.RevokePermission(e1.ctx, owner, ip.Permission.ID))
+	_, err = s2.Authenticate(e1.ctx, ref, ip.Code)
+	require.True(t, yaps.IsCode(err, yaps.EUNAUTHORIZED), "got %v", err)
+
+	n2.in <- yaps.Notice{Kind: yaps.NoticeResync}
+	ev := next(t, events, time.Second)
+	require.Equal(t, yaps.EventListChanged, ev.Kind)
+	require.Equal(t, ref, ev.ListRef)
+}

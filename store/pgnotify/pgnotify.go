@@ -8,9 +8,11 @@
 // channel and waits for notifications (WaitForNotification), pinging it
 // after PingInterval of silence so a dead link is noticed. When the
 // connection fails it reconnects with exponential backoff (100 ms doubling
-// up to MaxBackoff) and, once listening again, delivers a yaps.NoticeResync
-// so the service refreshes what it watches (notices sent meanwhile are
-// lost). Publish runs `SELECT pg_notify($1, $2)` on a small pool (two
+// up to MaxBackoff). It delivers a yaps.NoticeLost as soon as the
+// connection fails (the service stops trusting its auth cache: publishers
+// no longer wait for this process) and, once listening again, a
+// yaps.NoticeResync so the service refreshes what it watches (notices sent
+// meanwhile are lost). Publish runs `SELECT pg_notify($1, $2)` on a small pool (two
 // connections) of the same DSN. The listening connection carries
 // application_name "yaps-pgnotify-<id>-<tag>" (tag: the first 12 hex
 // digits of the SHA-256 of the channel), which makes it easy to find in
@@ -527,12 +529,16 @@ func (n *Notifier) encode(notice yaps.Notice) (string, error) {
 // the item with this Notifier's sender first.
 func (n *Notifier) single(item []byte) string { return n.own + "," + string(item[1:]) }
 
+// localOnly reports whether notices of kind k are a Notifier's own, never
+// sent or received.
+func localOnly(k yaps.NoticeKind) bool { return k == yaps.NoticeResync || k == yaps.NoticeLost }
+
 // encodeItem returns notice as a JSON object without its sender, nil for a
 // notice that is not sent (local only, or an awareness update over the
 // limit), or an error for any other notice that could not travel alone.
 func (n *Notifier) encodeItem(notice yaps.Notice) ([]byte, error) {
-	if notice.Kind == yaps.NoticeResync {
-		return nil, nil // local only
+	if localOnly(notice.Kind) {
+		return nil, nil
 	}
 	if notice.Kind == yaps.NoticeAwareness && len(notice.Payload) > MaxAwarenessPayload {
 		n.cfg.Logger.Debug("pgnotify: awareness update too large; dropped", "list", notice.ListRef, "bytes", len(notice.Payload))
@@ -621,7 +627,7 @@ func (n *Notifier) handle(payload string) {
 	}
 	notices := make([]yaps.Notice, 0, len(w.B))
 	for _, x := range w.B {
-		if x.K != 0 && x.K != yaps.NoticeResync {
+		if x.K != 0 && !localOnly(x.K) {
 			notices = append(notices, yaps.Notice{Kind: x.K, Sender: w.S, ListRef: x.R, Seq: x.Q, PermissionID: x.P, Payload: x.A})
 		}
 	}
@@ -660,6 +666,10 @@ func (n *Notifier) run(conn *pgx.Conn) {
 		if n.ctx.Err() != nil {
 			return
 		}
+		// Publishers stop waiting for this process's acks now (it is no
+		// longer listed as listening): the Service must stop trusting what
+		// it cached until the NoticeResync below.
+		n.deliver(yaps.Notice{Kind: yaps.NoticeLost})
 		n.cfg.Logger.Warn("pgnotify: listening connection lost; reconnecting", "channel", n.cfg.Channel, "err", err)
 		for {
 			select {
@@ -723,7 +733,7 @@ func (n *Notifier) skip(notices ...yaps.Notice) bool {
 	now := time.Now()
 	n.pruneLocked(now)
 	for _, x := range notices {
-		if x.Kind != yaps.NoticeAwareness && x.Kind != yaps.NoticeResync {
+		if x.Kind != yaps.NoticeAwareness && !localOnly(x.Kind) {
 			n.skipped = append(n.skipped, skippedNotice{at: now, notice: x})
 		}
 	}

@@ -1,6 +1,7 @@
 package ysync
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -74,4 +75,39 @@ func TestTwoProcesses(t *testing.T) {
 		v.(*yjs.Map).Set("status", "open")
 	})
 	require.Equal(t, "permission denied", b.c.nextOf(MsgAuth).Reason)
+}
+
+// A process whose LISTEN connection dropped misses the notices sent
+// meanwhile, and the others stop waiting for it. A revocation made then
+// must still hold on it (found in review): its auth cache is not trusted
+// until it listens again (a read with the revoked code is 401 at once),
+// and once it does, every sync connection's code is checked again, even
+// one issued after the room's last permission poll.
+func TestRevocationWhileListenerDown(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	A := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
+	B := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
+	ref, owner := A.newList()
+	viewer, viewerPerm := A.issue(ref, owner, "viewer")
+	B.do("GET", "/lists/"+ref, viewer, nil, 200) // now in B's auth cache
+	bv := B.dial(ref, viewer)
+	// Connected (its fresh code check runs right after, long before the
+	// revocation below); B's room has not polled permissions yet.
+	require.Eventually(t, func() bool { return B.sync.room(ref) != nil && len(*B.sync.room(ref).snapshot.Load()) == 1 }, 2*time.Second, 5*time.Millisecond)
+
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'yaps-pgnotify-'||$1||'-%'`, B.notifier.ID())
+	require.NoError(t, err)
+	select {
+	case <-B.listenerLost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("B did not notice its LISTEN connection was lost")
+	}
+
+	A.do("DELETE", "/lists/"+ref+"/permissions/"+viewerPerm, owner, nil, 204)
+	B.do("GET", "/lists/"+ref, viewer, nil, 401)
+	require.Equal(t, CloseRevoked, bv.closed()) // within 5 s, before B's first permission poll
 }

@@ -32,6 +32,9 @@ type stack struct {
 	ts       *httptest.Server
 	stop     func()
 	stopOnce sync.Once
+
+	notifier     *pgnotify.Notifier // on Postgres
+	listenerLost chan struct{}      // a value each time its LISTEN connection was lost
 }
 
 func newStack(t *testing.T, cfg Config) *stack {
@@ -57,10 +60,13 @@ func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var notifier yaps.Notifier
 	var closeNotifier func()
+	var pn *pgnotify.Notifier
+	lost := make(chan struct{}, 16)
 	if strings.HasPrefix(dsn, "postgres") {
-		n, err := pgnotify.Open(ctx, pgnotify.Config{DSN: dsn, Logger: quiet})
+		logs := slog.New(&signalHandler{msg: "pgnotify: listening connection lost; reconnecting", ch: lost})
+		n, err := pgnotify.Open(ctx, pgnotify.Config{DSN: dsn, Logger: logs})
 		require.NoError(t, err)
-		notifier, closeNotifier = n, func() { _ = n.Close() }
+		notifier, closeNotifier, pn = n, func() { _ = n.Close() }, n
 	}
 	svc, err := yaps.NewService(yaps.Config{Store: st, PurgeInterval: -1, Logger: quiet, Notifier: notifier})
 	require.NoError(t, err)
@@ -78,7 +84,7 @@ func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
 	ts.Listener.Close()
 	ts.Listener = ln
 	ts.Start()
-	k := &stack{t: t, svc: svc, sync: s, ts: ts}
+	k := &stack{t: t, svc: svc, sync: s, ts: ts, notifier: pn, listenerLost: lost}
 	k.stop = func() {
 		_ = s.Close()
 		ts.Close()
@@ -189,4 +195,24 @@ func (s *stack) snapshot(ref, code string) []byte {
 	require.NoError(s.t, err)
 	require.Equal(s.t, 200, resp.StatusCode)
 	return b
+}
+
+// signalHandler is a slog.Handler that discards records, sending on ch
+// (without blocking) for each one whose message is msg.
+type signalHandler struct {
+	msg string
+	ch  chan struct{}
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler            { return h }
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
