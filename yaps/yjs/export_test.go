@@ -36,3 +36,19 @@ func RightOriginNotRight(update []byte) bool {
 	}
 	return false
 }
+
+// PlaceAll finds the place of every struct of d with one placer, as
+// InsertedUnder does for a transaction's structs, and returns how many
+// parents it walked.
+func PlaceAll(d *Doc) (places map[[2]string]int, steps int) {
+	var p placer
+	places = map[[2]string]int{}
+	for _, cs := range d.store.clients {
+		for i := 0; i < cs.len(); i++ {
+			if pl := p.of(cs.at(i)); pl.ok {
+				places[[2]string{pl.root, pl.key}]++
+			}
+		}
+	}
+	return places, p.steps
+}

@@ -17,6 +17,7 @@ func (s *IDSet) Empty() bool { return s.ds.empty() }
 // picked. Call it from OnAfterTransaction.
 func (tx *Transaction) InsertedUnder(pick func(root, key string) bool) IDSet {
 	var s IDSet
+	var places placer
 	for i, e := range tx.touched {
 		if i >= len(tx.afterState) {
 			break
@@ -34,7 +35,7 @@ func (tx *Transaction) InsertedUnder(pick func(root, key string) bool) IDSet {
 			if it.deleted() { // GC structs too; a nil parent fails rootOf
 				continue
 			}
-			if root, key, ok := placeOf(it); ok && pick(root, key) {
+			if pl := places.of(it); pl.ok && pick(pl.root, pl.key) {
 				start := max(it.id.clock, from)
 				s.ds.add(e.client, start, min(it.id.clock+it.length, to)-start)
 			}
@@ -49,6 +50,7 @@ func (tx *Transaction) InsertedUnder(pick func(root, key string) bool) IDSet {
 // whose root is unknown. Call it from OnAfterTransaction, before the deleted
 // content is garbage collected.
 func (tx *Transaction) DeletedUnder(pick func(root, key string) bool) bool {
+	var places placer
 	for _, cd := range tx.deleteSet.clients {
 		cs := tx.doc.store.clients[cd.client]
 		before := tx.before(cd.client)
@@ -65,7 +67,7 @@ func (tx *Transaction) DeletedUnder(pick func(root, key string) bool) bool {
 				if it.isGC() {
 					continue // collected before this transaction
 				}
-				if root, key, ok := placeOf(it); !ok || pick(root, key) {
+				if pl := places.of(it); !pl.ok || pick(pl.root, pl.key) {
 					return true
 				}
 			}
@@ -83,13 +85,63 @@ func (d *Doc) DeleteIDs(s IDSet, origin any) {
 	d.transact(func(tx *Transaction) { d.applyDeleteSet(tx, &s.ds) }, origin, true)
 }
 
-// placeOf returns the root type it lies in and, for a map root, the key of
-// the root's entry that holds it (see InsertedUnder).
-func placeOf(it *item) (root, key string, ok bool) {
-	top := it
-	for tb := it.parent; tb != nil && tb.item != nil; tb = tb.item.parent {
-		top = tb.item
+// place is where a struct lies: its root type and, for a map root, the
+// key of the root's entry that holds it (see InsertedUnder).
+type place struct {
+	root, key string
+	ok        bool
+}
+
+// placer finds the place of structs, remembering it per parent type: the
+// structs of one update often lie in a chain of nested types, and walking
+// up to the root for each of them would cost the square of the nesting
+// depth (a hostile update nested 80,000 deep took minutes).
+type placer struct {
+	memo  map[*typeBase]place
+	steps int // parents walked, for a test that the total stays linear
+}
+
+// of returns the place of it.
+func (p *placer) of(it *item) place {
+	tb := it.parent
+	if tb == nil {
+		return place{}
 	}
-	root, ok = rootOf(it.parent)
-	return root, top.parentSub, ok
+	if tb.item == nil { // an entry of a root, or a struct of a sequence root
+		pl := place{key: it.parentSub}
+		pl.root, pl.ok = rootOf(tb)
+		return pl
+	}
+	if pl, hit := p.memo[tb]; hit {
+		return pl
+	}
+	// Walk up to a type whose place is known or that lies in a root, then
+	// record the place for every type passed.
+	var chain []*typeBase
+	var pl place
+	for {
+		chain = append(chain, tb)
+		p.steps++
+		up := tb.item.parent
+		if up == nil {
+			break // garbage collected: unknown (ok false)
+		}
+		if up.item == nil {
+			pl = place{key: tb.item.parentSub}
+			pl.root, pl.ok = rootOf(up)
+			break
+		}
+		if known, hit := p.memo[up]; hit {
+			pl = known
+			break
+		}
+		tb = up
+	}
+	if p.memo == nil {
+		p.memo = map[*typeBase]place{}
+	}
+	for _, c := range chain {
+		p.memo[c] = pl
+	}
+	return pl
 }
