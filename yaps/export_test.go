@@ -11,3 +11,10 @@ func DocLoads(s *Service) int64 { return s.loads.Load() }
 
 // PurgeBatch is how many deleted yaps Purge asks the store for at a time.
 const PurgeBatch = purgeBatch
+
+// HoldDoc takes ref's document lock, as a long write would, until the
+// returned function is called.
+func HoldDoc(s *Service, ref string) (release func()) {
+	e := s.docs.acquire(ref)
+	return func() { s.docs.release(e) }
+}

@@ -14,11 +14,15 @@ func (s *Service) Snapshot(ctx context.Context, a *Actor, stateVector []byte) ([
 	if err := a.can(opRead, ""); err != nil {
 		return nil, "", err
 	}
+	sv, err := parseStateVector(stateVector)
+	if err != nil {
+		return nil, "", err
+	}
 	var out []byte
 	var etag string
-	err := s.withDoc(ctx, a.List.Ref, func(e *docEntry) error {
+	err = s.withDoc(ctx, a.List.Ref, func(e *docEntry) error {
 		var err error
-		if out, err = encodeState(e.doc, stateVector); err != nil {
+		if out, err = encodeParsedState(e.doc, sv); err != nil {
 			return err
 		}
 		etag = snapshotETag(e.ref, e.seq, stateVector)
@@ -27,15 +31,18 @@ func (s *Service) Snapshot(ctx context.Context, a *Actor, stateVector []byte) ([
 	return out, etag, err
 }
 
-func encodeState(d *yjs.Doc, sv []byte) ([]byte, error) {
-	if len(sv) > 0 {
-		if _, err := yjs.DecodeStateVector(sv); err != nil {
-			return nil, Errorf(EINVALID, "the state vector is malformed")
-		}
-	} else {
-		sv = nil
+// parseStateVector decodes sv; decode it before taking the document's lock,
+// since decoding a large one (which any reader may send) is most of the cost.
+func parseStateVector(sv []byte) (yjs.StateVector, error) {
+	parsed, err := yjs.ParseStateVector(sv)
+	if err != nil {
+		return parsed, Errorf(EINVALID, "the state vector is malformed")
 	}
-	out, err := d.EncodeStateAsUpdate(sv)
+	return parsed, nil
+}
+
+func encodeParsedState(d *yjs.Doc, sv yjs.StateVector) ([]byte, error) {
+	out, err := d.EncodeStateFrom(sv)
 	if err != nil {
 		return nil, Errorf(EINVALID, "the state vector is malformed")
 	}
@@ -57,11 +64,15 @@ func (s *Service) StateVector(ctx context.Context, ref string) ([]byte, error) {
 // EncodeState returns the document as one update, or only the part missing
 // from stateVector when it is not empty (sync step 2).
 func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byte) ([]byte, error) {
+	sv, err := parseStateVector(stateVector)
+	if err != nil {
+		return nil, err
+	}
 	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
 	var out []byte
-	err := s.withDoc(ctx, ref, func(e *docEntry) error {
+	err = s.withDoc(ctx, ref, func(e *docEntry) error {
 		var err error
-		out, err = encodeState(e.doc, stateVector)
+		out, err = encodeParsedState(e.doc, sv)
 		return err
 	})
 	return out, err
@@ -71,13 +82,16 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 // holds (yjs Doc.Holds): applying it would change nothing. A malformed
 // update is EINVALID.
 func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, error) {
+	// Decoded before the document's lock is taken: a reader may send large
+	// updates, and must not hold up the list's writers while they decode.
+	parsed, err := yjs.ParseUpdate(update)
+	if err != nil {
+		return false, Errorf(EINVALID, "the document update is malformed")
+	}
 	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
 	var held bool
-	err := s.withDoc(ctx, ref, func(e *docEntry) error {
-		var err error
-		if held, err = e.doc.Holds(update); err != nil {
-			return Errorf(EINVALID, "the document update is malformed")
-		}
+	err = s.withDoc(ctx, ref, func(e *docEntry) error {
+		held = e.doc.HoldsParsed(parsed)
 		return nil
 	})
 	return held, err

@@ -51,7 +51,10 @@ type conn struct {
 	actor    atomic.Pointer[yaps.Actor]
 	readOnly atomic.Bool
 	denied   atomic.Bool // "permission denied" already sent
-	closing  atomic.Bool
+	// step2Checked: the answer of a read-only connection to our step 1
+	// was checked (conn.write).
+	step2Checked atomic.Bool
+	closing      atomic.Bool
 
 	// Refused writes (allowRefusal), touched by the room's apply loop only.
 	refusals bucket
@@ -166,6 +169,7 @@ func (c *conn) resync(stateVector func() ([]byte, error)) {
 		c.closeForError(err)
 		return
 	}
+	c.step2Checked.Store(false) // its answer is a step 2 again
 	c.send(AppendSyncStep1(make([]byte, 0, len(sv)+4), sv))
 }
 
@@ -480,7 +484,10 @@ func (c *conn) write(syncType uint64, update []byte) {
 		// structs we already have plus its whole delete set; that is not
 		// an attempt to write, so it is dropped without a denial. One that
 		// holds anything new, a deletion included, is.
-		if syncType == SyncStep2 && c.held(update) {
+		// Only its first step 2 is checked: it answers our one step 1,
+		// and checking decodes the whole update, which a reader looping
+		// large step 2s would otherwise make the server do without end.
+		if syncType == SyncStep2 && !c.step2Checked.Swap(true) && c.held(update) {
 			return
 		}
 		c.deny()

@@ -186,6 +186,11 @@ func TestViewerReconnectIsNotAWrite(t *testing.T) {
 	again := st.dial(ref, viewer)
 	again.write(AppendSyncStep2(nil, full))
 	again.quiet()
+	// Only the answer to our step 1 is checked (decoding a step 2 costs
+	// the server; a reader must not make it do so in a loop): the same
+	// step 2 again is a write.
+	again.write(AppendSyncStep2(nil, full))
+	require.Equal(t, "permission denied", again.nextOf(MsgAuth).Reason)
 	// A real edit is still refused.
 	p.setYapField(id, "status", "done")
 	require.Equal(t, "permission denied", p.c.nextOf(MsgAuth).Reason)

@@ -200,12 +200,39 @@ func (d *Doc) deleteSetFromStore() deleteSet {
 // EncodeStateAsUpdate encodes everything the given encoded state vector
 // lacks (everything when sv is empty) as a v1 update.
 func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
-	sv := map[uint64]int{}
-	if len(stateVector) > 0 {
-		var err error
-		if sv, err = decodeStateVector(stateVector); err != nil {
-			return nil, err
-		}
+	sv, err := ParseStateVector(stateVector)
+	if err != nil {
+		return nil, err
+	}
+	return d.EncodeStateFrom(sv)
+}
+
+// StateVector is a decoded state vector. Decoding a large one is most of
+// the cost of answering it, so a caller that holds a lock to encode can
+// decode first, outside it (ParseStateVector, then EncodeStateFrom).
+type StateVector struct {
+	raw []byte
+	m   map[uint64]int
+}
+
+// ParseStateVector decodes an encoded state vector; an empty one is the
+// empty state vector.
+func ParseStateVector(b []byte) (StateVector, error) {
+	if len(b) == 0 {
+		return StateVector{m: map[uint64]int{}}, nil
+	}
+	m, err := decodeStateVector(b)
+	if err != nil {
+		return StateVector{}, err
+	}
+	return StateVector{raw: b, m: m}, nil
+}
+
+// EncodeStateFrom is EncodeStateAsUpdate with a parsed state vector.
+func (d *Doc) EncodeStateFrom(state StateVector) ([]byte, error) {
+	sv, stateVector := state.m, state.raw
+	if sv == nil {
+		sv = map[uint64]int{}
 	}
 	e := encoder{buf: make([]byte, 0, d.encodedSizeHint())}
 	d.writeClientsStructs(&e, sv)

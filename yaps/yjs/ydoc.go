@@ -325,16 +325,40 @@ func (d *Doc) Pending() (structs, deletes []byte) {
 // it has), which is not an attempt to write. Deletions of structs d does
 // not have, or has not deleted, are not held.
 func (d *Doc) Holds(update []byte) (bool, error) {
-	du, err := decodeUpdateRaw(update)
+	p, err := ParseUpdate(update)
 	if err != nil {
 		return false, err
+	}
+	return d.HoldsParsed(p), nil
+}
+
+// ParsedUpdate is a decoded update. Decoding a large update is most of
+// the cost of HoldsParsed, so a caller that holds a lock to check can
+// decode first, outside it.
+type ParsedUpdate struct{ du *decodedUpdate }
+
+// ParseUpdate decodes an update (v1) for HoldsParsed.
+func ParseUpdate(update []byte) (ParsedUpdate, error) {
+	du, err := decodeUpdateRaw(update)
+	if err != nil {
+		return ParsedUpdate{}, err
+	}
+	return ParsedUpdate{du: du}, nil
+}
+
+// HoldsParsed is Holds with a parsed update. A ParsedUpdate may be checked
+// against any number of documents; it is not changed.
+func (d *Doc) HoldsParsed(p ParsedUpdate) bool {
+	du := p.du
+	if du == nil {
+		return true
 	}
 	store := &d.store
 	for _, b := range du.blocks {
 		if n := len(b.refs); n > 0 {
 			last := b.refs[n-1].it
 			if last.id.clock+last.length > store.getState(b.client) {
-				return false, nil
+				return false
 			}
 		}
 	}
@@ -344,7 +368,7 @@ func (d *Doc) Holds(update []byte) (bool, error) {
 		for _, r := range cd.dels {
 			end := r.clock + r.length
 			if end > state {
-				return false, nil
+				return false
 			}
 			// Structs are contiguous per client: walk those the range covers.
 			for i := cs.findIndex(r.clock); i >= 0 && i < cs.len(); i++ {
@@ -353,12 +377,12 @@ func (d *Doc) Holds(update []byte) (bool, error) {
 					break
 				}
 				if !st.deleted() {
-					return false, nil
+					return false
 				}
 			}
 		}
 	}
-	return true, nil
+	return true
 }
 
 // ClockSum returns the sum of the document's state vector: it grows with
