@@ -70,6 +70,12 @@ type Config struct {
 	// reverse proxy, ClientIP must name the real client, or every client
 	// counts as the proxy's address. Default: 64.
 	MaxConnsPerIP int
+	// MaxConnsPerIPTotal caps the connections from one client address
+	// (the same key as MaxConnsPerIP) across all lists of the process, so
+	// that one client spreading over many lists cannot take every slot of
+	// MaxConnsPerProcess. Past it the connection is refused with 429
+	// rate_limited and Retry-After: 5. Default: 1,000.
+	MaxConnsPerIPTotal int
 
 	// IdleUnload is how long a room with no connections stays in memory
 	// (so a quick reconnect finds its awareness states). Default: 30s.
@@ -204,6 +210,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxConnsPerProcess, 20_000)
 	def(&c.MaxConnsPerRoom, 1_000)
 	def(&c.MaxConnsPerIP, 64)
+	def(&c.MaxConnsPerIPTotal, 1_000)
 	defDur(&c.IdleUnload, 30*time.Second)
 	defDur(&c.PingPeriod, 25*time.Second)
 	defDur(&c.PongWait, 60*time.Second)
@@ -251,8 +258,8 @@ func (c Config) validate() error {
 	switch {
 	case c.MaxMessageSize < 64:
 		return fmt.Errorf("ysync: MaxMessageSize %d is below 64 bytes", c.MaxMessageSize)
-	case c.MaxRooms < 1, c.MaxConnsPerProcess < 1, c.MaxConnsPerRoom < 1, c.MaxConnsPerIP < 1:
-		return fmt.Errorf("ysync: MaxRooms, MaxConnsPerProcess, MaxConnsPerRoom and MaxConnsPerIP must be positive")
+	case c.MaxRooms < 1, c.MaxConnsPerProcess < 1, c.MaxConnsPerRoom < 1, c.MaxConnsPerIP < 1, c.MaxConnsPerIPTotal < 1:
+		return fmt.Errorf("ysync: MaxRooms, MaxConnsPerProcess, MaxConnsPerRoom, MaxConnsPerIP and MaxConnsPerIPTotal must be positive")
 	case c.IdleUnload < 0:
 		return fmt.Errorf("ysync: IdleUnload must not be negative")
 	case c.PingPeriod <= 0 || c.PongWait <= c.PingPeriod:

@@ -345,6 +345,24 @@ func (c *conn) allowRefusal() bool {
 	return n < 0 || c.refusals.take(n/60, n)
 }
 
+// onPing answers a ping with a pong, as gorilla's default handler does,
+// once the ping passed the message rate. It runs on the read loop.
+func (c *conn) onPing(data string) error {
+	if !c.allow() {
+		c.closeWith(CloseRateLimited, "rate limited: too many messages")
+		return nil
+	}
+	err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.s.cfg.WriteWait))
+	if err == nil || errors.Is(err, websocket.ErrCloseSent) {
+		return nil
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	return err
+}
+
 // allow takes one token from the connection's message bucket.
 func (c *conn) allow() bool {
 	rate := c.s.cfg.MessagesPerSecond

@@ -75,7 +75,8 @@
 //	400 bad_request   not a WebSocket upgrade request
 //	429 rate_limited  too many connection attempts (each counts as a read, R8),
 //	                  or too many connections to the list from the client's
-//	                  address (MaxConnsPerIP, Retry-After: 5)
+//	                  address (MaxConnsPerIP), or to the process from it
+//	                  (MaxConnsPerIPTotal; Retry-After: 5 for both)
 //	503 unavailable   too many connections or rooms (Retry-After: 5)
 //
 // # Resources
@@ -86,7 +87,8 @@
 // connection (a client that falls behind is disconnected, never silently
 // skipped; a room's client updates first wait up to SendQueueWait for a
 // reader that is behind, so a burst slows its writers instead of closing
-// healthy readers), a per-connection message rate, awareness sizes and counts,
+// healthy readers), a per-connection message rate (pings and pongs count),
+// awareness sizes and counts,
 // keepalive pings with a dead-peer timeout, and idle room unloading (the
 // room's pin on the service's document is released). After the handshake
 // the socket is taken off net/http so an idle connection costs about 19 KB

@@ -136,7 +136,7 @@ func TestIdleServerProcess(t *testing.T) {
 	// The parent spreads YAPS_TEST_IDLE_CONNS connections from 127.0.0.1
 	// over 100 lists: 100 per list for 10,000, past the default
 	// MaxConnsPerIP. Only the per-room cap applies here.
-	st := newStack(t, Config{MaxConnsPerIP: Config{}.WithDefaults().MaxConnsPerRoom})
+	st := newStack(t, Config{MaxConnsPerIP: Config{}.WithDefaults().MaxConnsPerRoom, MaxConnsPerIPTotal: Config{}.WithDefaults().MaxConnsPerProcess})
 	for i := 0; i < 100; i++ {
 		ref, owner := st.newList()
 		fmt.Printf("LIST %s %s\n", ref, owner)

@@ -3,6 +3,7 @@ package ysync
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -122,6 +123,7 @@ func TestConnsPerIPReleased(t *testing.T) {
 		require.NotNil(t, e.srv.room("L1"), "the room is gone: no count was checked")
 	}
 	require.Equal(t, 0, e.srv.Stats().Conns)
+	require.Empty(t, e.serverPerIP())
 }
 
 // Leaving twice gives the address slot back once: the other connection of
@@ -149,10 +151,49 @@ func TestConnsPerIPLeaveTwice(t *testing.T) {
 func TestConnsPerIPConfig(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 64, Config{}.WithDefaults().MaxConnsPerIP)
+	require.Equal(t, 1_000, Config{}.WithDefaults().MaxConnsPerIPTotal)
 	for _, n := range []int{-1, -64} {
 		_, err := newServer(newFake(), Config{MaxConnsPerIP: n})
 		require.ErrorContains(t, err, "MaxConnsPerIP", n)
+		_, err = newServer(newFake(), Config{MaxConnsPerIPTotal: n})
+		require.ErrorContains(t, err, "MaxConnsPerIPTotal", n)
 	}
 	_, err := newServer(newFake(), Config{MaxConnsPerIP: 1})
 	require.NoError(t, err)
+}
+
+// serverPerIP returns the process-wide per-address counts.
+func (e *testEnv) serverPerIP() map[string]int {
+	e.srv.mu.RLock()
+	defer e.srv.mu.RUnlock()
+	return maps.Clone(e.srv.perIP)
+}
+
+// One address spreading over lists holds at most MaxConnsPerIPTotal
+// sockets of the process (found in review: it could take every slot of
+// MaxConnsPerProcess, and every other client got 503); other addresses
+// still connect, and a closed socket gives the slot back.
+func TestConnsPerIPTotalCap(t *testing.T) {
+	t.Parallel()
+	e, from := ipEnv(t, Config{MaxConnsPerIP: 4, MaxConnsPerIPTotal: 6})
+	const ip = "203.0.113.7"
+	var first *client
+	for i := range 4 {
+		c := dialURL(t, from("L1", ip))
+		if i == 0 {
+			first = c
+		}
+	}
+	dialURL(t, from("L2", ip))
+	dialURL(t, from("L2", ip))
+	requireIPRefused(t, from("L2", ip)) // 2 of its 4 on L2, but 6 in all
+	dialURL(t, from("L2", "198.51.100.1"))
+	require.Equal(t, 6, e.serverPerIP()[ip])
+
+	require.NoError(t, first.ws.Close())
+	require.Eventually(t, func() bool { return e.serverPerIP()[ip] == 5 }, 2*time.Second, 5*time.Millisecond)
+	last := dialURL(t, from("L2", ip))
+	requireIPRefused(t, from("L2", ip))
+	require.NoError(t, last.ws.Close())
+	require.Eventually(t, func() bool { return e.serverPerIP()[ip] == 5 }, 2*time.Second, 5*time.Millisecond)
 }

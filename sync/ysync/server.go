@@ -99,6 +99,7 @@ type Server struct {
 	rooms  map[string]*room
 	byPerm map[string]map[*conn]struct{} // permission id -> its connections
 	nconns int                           // admitted, including not yet upgraded
+	perIP  map[string]int                // admitted per address key (MaxConnsPerIPTotal)
 	closed bool
 	wg     sync.WaitGroup // admitted connections until their handler is done
 	bg     sync.WaitGroup // apply workers and re-checks, which call the service
@@ -138,6 +139,7 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 		log:    cfg.Logger.With("component", "sync"),
 		rooms:  map[string]*room{},
 		byPerm: map[string]map[*conn]struct{}{},
+		perIP:  map[string]int{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.SyncStep2Slots > 0 {
@@ -182,6 +184,10 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 	})
 	m.HandlePong(func(ms *melody.Session) {
 		if c := connOf(ms); c != nil {
+			if !c.allow() { // unsolicited pongs count as messages
+				c.closeWith(CloseRateLimited, "rate limited: too many messages")
+				return
+			}
 			c.syncPong()
 		}
 	})
@@ -458,6 +464,9 @@ func (s *Server) admit(ref, ipKey string) (*room, error) {
 	if s.nconns >= s.cfg.MaxConnsPerProcess {
 		return nil, yaps.Errorf(yaps.EUNAVAILABLE, "too many sync connections on this server; retry later")
 	}
+	if s.perIP[ipKey] >= s.cfg.MaxConnsPerIPTotal {
+		return nil, yaps.Errorf(yaps.ERATELIMITED, "too many sync connections from your address; retry later")
+	}
 	rm := s.rooms[ref]
 	if rm == nil {
 		if len(s.rooms) >= s.cfg.MaxRooms && !s.evictIdleLocked() {
@@ -480,6 +489,7 @@ func (s *Server) admit(ref, ipKey string) (*room, error) {
 	rm.perIP[ipKey]++
 	rm.stopIdleLocked()
 	s.nconns++
+	s.perIP[ipKey]++
 	s.wg.Add(1)
 	return rm, nil
 }
@@ -505,6 +515,7 @@ func (s *Server) evictIdleLocked() bool {
 func (s *Server) release(c *conn) {
 	s.mu.Lock()
 	s.nconns--
+	s.releaseIPLocked(c.ipKey)
 	s.mu.Unlock()
 	c.room.mu.Lock()
 	c.room.pending--
@@ -522,6 +533,11 @@ func (s *Server) onConnect(ms *melody.Session) {
 	}
 	c.sess = ms
 	c.ws = gorillaConn(ms)
+	if c.ws != nil {
+		// Pings count against the message rate like any frame: each one
+		// costs a pong write (set before Melody's read loop starts).
+		c.ws.SetPingHandler(c.onPing)
+	}
 	s.mu.Lock()
 	set := s.byPerm[c.permID]
 	if set == nil {
@@ -572,9 +588,20 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 		}
 	}
 	s.nconns--
+	s.releaseIPLocked(c.ipKey)
 	s.mu.Unlock()
 	c.room.leave(c)
 	s.wg.Done()
+}
+
+// releaseIPLocked gives back a connection slot of the address key across
+// the process. s.mu is held.
+func (s *Server) releaseIPLocked(key string) {
+	if s.perIP[key] <= 1 {
+		delete(s.perIP, key)
+		return
+	}
+	s.perIP[key]--
 }
 
 func (s *Server) room(ref string) *room {

@@ -499,6 +499,17 @@ func TestHostileInput(t *testing.T) {
 	}
 	require.Equal(t, CloseRateLimited, c.closed())
 	require.Eventually(t, func() bool { return e.srv.Stats().Conns == 0 }, 5*time.Second, 10*time.Millisecond)
+
+	// Pings and pongs count too: each ping costs a pong write.
+	for _, typ := range []int{websocket.PingMessage, websocket.PongMessage} {
+		c := e.dial(t, "L1", "owner")
+		for i := 0; i < 30; i++ {
+			if c.ws.WriteControl(typ, []byte("x"), time.Now().Add(time.Second)) != nil {
+				break
+			}
+		}
+		require.Equal(t, CloseRateLimited, c.closed(), "control frame %d", typ)
+	}
 }
 
 // A client that stops reading is disconnected once its queue is full,
