@@ -17,9 +17,20 @@ type Window struct {
 	// least 1.
 	Limit int64
 	// Period is the length of the window. Must be at least one second
-	// (the rate-limit headers carry whole seconds).
+	// (the rate-limit headers carry whole seconds), at most MaxPeriod, and
+	// a whole number of milliseconds (the unit of the counter keys and of
+	// Redis expiries).
 	Period time.Duration
 }
+
+// MaxPeriod is the longest window period: 36,500 days (100 years). The
+// memory store computes now+period in nanoseconds since 1970, which
+// overflows for periods of about 236 years or more from 2026 on (and
+// fewer every year); the counter would then reset on every request and
+// the limit would never apply. 100 years keeps a wide margin.
+const MaxPeriod = maxPeriodDays * 24 * time.Hour
+
+const maxPeriodDays = 36500
 
 // String renders the window as "LIMIT/PERIOD", e.g. "20/1h0m0s".
 func (w Window) String() string { return fmt.Sprintf("%d/%s", w.Limit, w.Period) }
@@ -209,6 +220,12 @@ func validateWindows(ws []Window) error {
 			errs = append(errs, fmt.Errorf("window %d: period %s must be positive", i, w.Period))
 		} else if w.Period < time.Second {
 			errs = append(errs, fmt.Errorf("window %d: period %s is shorter than 1s", i, w.Period))
+		} else if w.Period > MaxPeriod {
+			errs = append(errs, fmt.Errorf("window %d: period %s is longer than %dd (100 years)", i, w.Period, maxPeriodDays))
+		} else if w.Period%time.Millisecond != 0 {
+			// Periods equal in whole ms would share one counter key and
+			// count every request twice.
+			errs = append(errs, fmt.Errorf("window %d: period %s is not a whole number of milliseconds", i, w.Period))
 		}
 		if seen[w.Period] {
 			errs = append(errs, fmt.Errorf("window %d: period %s appears twice", i, w.Period))

@@ -2,10 +2,13 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -79,7 +82,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	ropts, err := redis.ParseURL(cfg.Redis)
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit: bad Redis URL: %w", err)
+		return nil, badRedisURL(cfg.Redis, err)
 	}
 	if ropts.DialTimeout == 0 || ropts.DialTimeout > cfg.RedisTimeout {
 		ropts.DialTimeout = cfg.RedisTimeout
@@ -247,4 +250,31 @@ func (l *Limiter) take(ctx context.Context, ws []compiled, key string) (yaps.Lim
 func retryAfter(d time.Duration) time.Duration {
 	s := (d + time.Second - 1) / time.Second * time.Second
 	return max(s, time.Second)
+}
+
+// badRedisURL describes a Redis URL that go-redis refused, without the
+// password: url.Parse's error quotes the raw URL, so only its cause is
+// kept, and the URL is shown with its user information hidden. go-redis's
+// own errors name the part at fault, never the user information.
+func badRedisURL(raw string, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return fmt.Errorf("ratelimit: bad Redis URL %q: %s", redactURL(raw), err)
+}
+
+// redactURL hides everything between "//" (or the start, without one)
+// and the last "@" of raw: the user name and password. It works on URLs
+// that do not parse, where url.URL.Redacted cannot be used.
+func redactURL(raw string) string {
+	j := strings.LastIndex(raw, "@")
+	if j < 0 {
+		return raw
+	}
+	i := strings.Index(raw, "//") + 2
+	if i < 2 || i > j {
+		i = 0
+	}
+	return raw[:i] + "xxxxx" + raw[j:]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -117,15 +118,38 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"zero period", only(yaps.LimitMutation, yaps.ClassAuthenticated, ratelimit.Window{Limit: 1}), "mutation.authenticated: window 0: period 0s must be positive"},
 		{"sub-second period", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 1, Period: time.Millisecond}), "shorter than 1s"},
 		{"duplicate period", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 1, Period: time.Minute}, ratelimit.Window{Limit: 2, Period: time.Minute}), "window 1: period 1m0s appears twice"},
+		{"period too long", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 1, Period: ratelimit.MaxPeriod + time.Second}), "window 0: period 876000h0m1s is longer than 36500d (100 years)"},
+		{"period of the longest duration", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 1, Period: math.MaxInt64}), "is longer than 36500d"},
+		{"period not in whole ms", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 1, Period: time.Second + 400*time.Microsecond}), "window 0: period 1.0004s is not a whole number of milliseconds"},
+		{"periods equal in ms", only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 4, Period: time.Second}, ratelimit.Window{Limit: 4, Period: time.Second + 400*time.Microsecond}), "window 1: period 1.0004s is not a whole number of milliseconds"},
 		{"no windows", only(yaps.LimitRead, yaps.ClassAnonymous), "read.anonymous: no windows"},
 		{"negative timeout", ratelimit.Config{RedisTimeout: -time.Second}, "RedisTimeout -1s is negative"},
 		{"negative call timeout", ratelimit.Config{CallTimeout: -time.Millisecond}, "CallTimeout -1ms is negative"},
 		{"bad redis url", ratelimit.Config{Redis: "http://example"}, "bad Redis URL"},
+		{"bad redis port", ratelimit.Config{Redis: "redis://user:s3cret@127.0.0.1:notaport/0"}, `bad Redis URL "redis://xxxxx@127.0.0.1:notaport/0": invalid port ":notaport" after host`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := ratelimit.New(tc.cfg)
 			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// The longest period accepted still limits: the memory store's expiry
+// (now+period in nanoseconds) must not overflow, or the counter would
+// reset on every request. Sub-second parts in whole ms are fine.
+func TestLongAndOddPeriodsLimit(t *testing.T) {
+	t.Parallel()
+	for _, period := range []time.Duration{ratelimit.MaxPeriod, 1500 * time.Millisecond, 90*time.Second + time.Millisecond} {
+		t.Run(period.String(), func(t *testing.T) {
+			t.Parallel()
+			l := newLimiter(t, only(yaps.LimitRead, yaps.ClassAnonymous, ratelimit.Window{Limit: 2, Period: period}))
+			var allowed []bool
+			for range 5 {
+				allowed = append(allowed, take(t, l, yaps.LimitRead, yaps.ClassAnonymous, "ip").Allowed)
+			}
+			require.Equal(t, []bool{true, true, false, false, false}, allowed)
 		})
 	}
 }
@@ -308,6 +332,28 @@ func TestDisabled(t *testing.T) {
 	for range 5 {
 		res := take(t, l, yaps.LimitRead, yaps.ClassAnonymous, "k")
 		require.Equal(t, yaps.LimitResult{Allowed: true, Limit: -1, Remaining: -1}, res)
+	}
+}
+
+// A Redis URL go-redis refuses is described without its password, even
+// when it does not parse (url.Parse's error quotes the whole URL).
+func TestBadRedisURLHidesPassword(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"redis://user:s3cret@127.0.0.1:notaport/0",
+		"redis://:s3cret@[::1/0",
+		"redis://user:s3cr@t@127.0.0.1:notaport/0",
+		"rediss://user:s3cret@127.0.0.1:6379/notadb",
+		"redis://user:s3cret@127.0.0.1:6379/0?dial_timeout=soon",
+		"http://user:s3cret@127.0.0.1:6379/0",
+		"user:s3cret@127.0.0.1:6379",
+	} {
+		t.Run(u, func(t *testing.T) {
+			t.Parallel()
+			_, err := ratelimit.New(ratelimit.Config{Redis: u})
+			require.ErrorContains(t, err, "bad Redis URL")
+			require.NotContains(t, err.Error(), "s3cr")
+		})
 	}
 }
 

@@ -1013,14 +1013,15 @@ type pgScratch struct {
 }
 
 // createPostgresDB creates a fresh database on the server of adminDSN.
+// Its errors never show adminDSN's password.
 func createPostgresDB(ctx context.Context, adminDSN string) (*pgScratch, error) {
 	u, err := url.Parse(adminDSN)
 	if err != nil {
-		return nil, err
+		return nil, redactErr(err) // url.Parse quotes the whole DSN
 	}
 	admin, err := sql.Open("pgx", adminDSN)
 	if err != nil {
-		return nil, err
+		return nil, redactErr(err)
 	}
 	admin.SetMaxOpenConns(1)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -1028,7 +1029,7 @@ func createPostgresDB(ctx context.Context, adminDSN string) (*pgScratch, error) 
 	name := fmt.Sprintf("yaps_bench_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	if _, err := admin.ExecContext(cctx, "CREATE DATABASE "+name); err != nil {
 		admin.Close()
-		return nil, err
+		return nil, redactErr(err)
 	}
 	u.Path = "/" + name
 	return &pgScratch{admin: admin, name: name, dsn: u.String()}, nil

@@ -401,7 +401,7 @@ func startSyncTarget(ctx context.Context, cfg syncConfig, name string) (*syncTar
 		db.Close()
 		cmd, t.stop, err = syncSpawn(cfg, name, cfg.yapsBin, "serve", "--addr", addr, "--db", "sqlite:"+db.Name(), "--rate-limit", "off",
 			// Every benchmark client shares 127.0.0.1; idle rooms hold 100.
-			"--sync-conns-per-ip", "100000")
+			"--sync-conns-per-ip", "100000", "--sync-conns-per-ip-total", "100000")
 		if err != nil {
 			return nil, err
 		}

@@ -195,21 +195,30 @@ func TestServeRedisPrefix(t *testing.T) {
 	}
 }
 
-// TestServeSyncConnsPerIP: --sync-conns-per-ip reaches the sync endpoint;
-// past it a socket from the same address is refused with 429.
+// TestServeSyncConnsPerIP: --sync-conns-per-ip (per list) and
+// --sync-conns-per-ip-total (across lists) reach the sync endpoint; past
+// either a socket from the same address is refused with 429.
 func TestServeSyncConnsPerIP(t *testing.T) {
 	t.Parallel()
-	m := startMain(t, "--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--sync-conns-per-ip", "2")
-	var created struct{ Ref, OwnerCode string }
-	doJSON(t, "POST", "http://"+m.Addr()+"/api/v1/lists", "", "", http.StatusCreated, &created)
-	url := "ws://" + m.Addr() + "/api/v1/lists/" + created.Ref + "/sync?k=" + created.OwnerCode
-	for range 2 {
-		conn, _, err := websocket.DefaultDialer.Dial(url, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { conn.Close() })
+	for _, flags := range [][]string{
+		{"--sync-conns-per-ip", "2"},
+		{"--sync-conns-per-ip", "10", "--sync-conns-per-ip-total", "2"},
+	} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			t.Parallel()
+			m := startMain(t, append([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:"}, flags...)...)
+			var created struct{ Ref, OwnerCode string }
+			doJSON(t, "POST", "http://"+m.Addr()+"/api/v1/lists", "", "", http.StatusCreated, &created)
+			url := "ws://" + m.Addr() + "/api/v1/lists/" + created.Ref + "/sync?k=" + created.OwnerCode
+			for range 2 {
+				conn, _, err := websocket.DefaultDialer.Dial(url, nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { conn.Close() })
+			}
+			_, res, err := websocket.DefaultDialer.Dial(url, nil)
+			require.Error(t, err)
+			require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+			require.Equal(t, "5", res.Header.Get("Retry-After"))
+		})
 	}
-	_, res, err := websocket.DefaultDialer.Dial(url, nil)
-	require.Error(t, err)
-	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
-	require.Equal(t, "5", res.Header.Get("Retry-After"))
 }

@@ -74,6 +74,11 @@ type Main struct {
 	// sync sockets one client address may hold in one list
 	// (ysync.Config.MaxConnsPerIP; 0 means ysync's default).
 	SyncConnsPerIP int
+	// SyncConnsPerIPTotal is --sync-conns-per-ip-total,
+	// YAPS_SYNC_CONNS_PER_IP_TOTAL: the sync sockets one client address may
+	// hold across all lists (ysync.Config.MaxConnsPerIPTotal; 0 means
+	// ysync's default).
+	SyncConnsPerIPTotal int
 
 	level    slog.LevelVar
 	logger   *slog.Logger
@@ -119,12 +124,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	env(&m.Origins, "YAPS_ALLOWED_ORIGINS")
 	env(&m.Proxies, "YAPS_TRUSTED_PROXIES")
 	env(&m.LogLevel, "YAPS_LOG_LEVEL")
-	if v := getenv("YAPS_SYNC_CONNS_PER_IP"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("serve: YAPS_SYNC_CONNS_PER_IP must be a number, got %q", v)
+	for name, dst := range map[string]*int{"YAPS_SYNC_CONNS_PER_IP": &m.SyncConnsPerIP, "YAPS_SYNC_CONNS_PER_IP_TOTAL": &m.SyncConnsPerIPTotal} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("serve: %s must be a number, got %q", name, v)
+			}
+			*dst = n
 		}
-		m.SyncConnsPerIP = n
 	}
 
 	fs := flag.NewFlagSet("yaps serve", flag.ContinueOnError)
@@ -138,6 +145,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&m.Origins, "allowed-origins", m.Origins, "browser origins allowed to call the API (CORS) and open sync sockets, comma-separated, * for any; default same origin only (YAPS_ALLOWED_ORIGINS)")
 	fs.StringVar(&m.Proxies, "trusted-proxies", m.Proxies, "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client IP (YAPS_TRUSTED_PROXIES)")
 	fs.IntVar(&m.SyncConnsPerIP, "sync-conns-per-ip", m.SyncConnsPerIP, fmt.Sprintf("sync sockets one client address may hold in one list; raise it when many users share an address without --trusted-proxies; default %d (YAPS_SYNC_CONNS_PER_IP)", ysync.Config{}.WithDefaults().MaxConnsPerIP))
+	fs.IntVar(&m.SyncConnsPerIPTotal, "sync-conns-per-ip-total", m.SyncConnsPerIPTotal, fmt.Sprintf("sync sockets one client address may hold across all lists; default %d (YAPS_SYNC_CONNS_PER_IP_TOTAL)", ysync.Config{}.WithDefaults().MaxConnsPerIPTotal))
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug (adds one line per request, codes redacted), info, warn or error (YAPS_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -159,6 +167,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if _, err := yaps.CanonicalOrigins(splitList(m.Origins)); err != nil {
 		return fmt.Errorf("serve: --allowed-origins: %w", err)
 	}
+	if m.SyncConnsPerIPTotal < 0 {
+		return fmt.Errorf("serve: --sync-conns-per-ip-total must not be negative, got %d", m.SyncConnsPerIPTotal)
+	}
 	if m.SyncConnsPerIP < 0 {
 		return fmt.Errorf("serve: --sync-conns-per-ip must not be negative, got %d", m.SyncConnsPerIP)
 	}
@@ -166,11 +177,15 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return fmt.Errorf("serve: --log-level must be debug, info, warn or error, got %q", m.LogLevel)
 	}
 	// Checked here, before Run opens the listener and the database (and
-	// creates and migrates a new SQLite file), not only by yaps.NewService.
+	// creates and migrates a new SQLite file), not only by yaps.NewService
+	// and httpapi.ClientIPFunc.
 	if m.PublicURL != "" {
 		if err := yaps.CheckPublicURL(strings.TrimRight(m.PublicURL, "/")); err != nil {
 			return fmt.Errorf("serve: --public-url: %w", err)
 		}
+	}
+	if _, err := httpapi.ClientIPFunc(httpapi.Config{Prefix: m.Prefix, TrustedProxies: splitList(m.Proxies)}); err != nil {
+		return fmt.Errorf("serve: --trusted-proxies: %w", err)
 	}
 	return nil
 }
@@ -219,7 +234,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.store, err = bunstore.Open(ctx, m.DB)
 	if err != nil {
-		return fmt.Errorf("serve: open database: %w", err)
+		return fmt.Errorf("serve: open database: %w", redactErr(err))
 	}
 	// On Postgres, processes sharing the database push writes, revocations
 	// and awareness to each other with LISTEN/NOTIFY (the channel follows
@@ -228,7 +243,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if strings.HasPrefix(m.DB, "postgres://") || strings.HasPrefix(m.DB, "postgresql://") {
 		m.notifier, err = pgnotify.Open(ctx, pgnotify.Config{DSN: m.DB, Logger: m.logger})
 		if err != nil {
-			return fmt.Errorf("serve: listen for notices: %w", err)
+			return fmt.Errorf("serve: listen for notices: %w", redactErr(err))
 		}
 		notifier = m.notifier
 	}
@@ -254,7 +269,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	httpapi.Mount(mux, m.service, apiCfg)
-	m.sync, err = ysync.New(m.service, ysync.Config{AllowedOrigins: splitList(m.Origins), ClientIP: clientIP, MaxConnsPerIP: m.SyncConnsPerIP, Logger: m.logger})
+	m.sync, err = ysync.New(m.service, ysync.Config{AllowedOrigins: splitList(m.Origins), ClientIP: clientIP, MaxConnsPerIP: m.SyncConnsPerIP, MaxConnsPerIPTotal: m.SyncConnsPerIPTotal, Logger: m.logger})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

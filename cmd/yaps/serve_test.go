@@ -163,6 +163,10 @@ func TestServeParseFlags(t *testing.T) {
 		{name: "public url not a url", args: []string{"--public-url", "notaurl"}, wantErr: "--public-url"},
 		{name: "ftp public url", args: []string{"--public-url", "ftp://x.example"}, wantErr: "--public-url"},
 		{name: "public url with a query", env: map[string]string{"YAPS_PUBLIC_URL": "https://x.example/?a=1"}, wantErr: "--public-url"},
+		{name: "trusted proxy not an address", args: []string{"--trusted-proxies", "10.0.0.0/8,not-a-cidr"}, wantErr: `--trusted-proxies: trusted proxy "not-a-cidr"`},
+		{name: "trusted proxy bad prefix", env: map[string]string{"YAPS_TRUSTED_PROXIES": "10.0.0.0/33"}, wantErr: `--trusted-proxies: trusted proxy "10.0.0.0/33"`},
+		{name: "trusted proxies", args: []string{"--trusted-proxies", "10.0.0.0/8, ::1"},
+			want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default", LogLevel: "info"}},
 		{name: "public url with a path", args: []string{"--public-url", "https://x.example/lists/"},
 			want: settings{ListenAddr: "127.0.0.1:4736", DB: "sqlite:yaps.db", Prefix: "/api/v1", RateLimit: "default", PublicURL: "https://x.example/lists/", LogLevel: "info"}},
 	}
@@ -194,7 +198,6 @@ func TestServeRefusesBadSettings(t *testing.T) {
 	for name, args := range map[string][]string{
 		"bad database":   {"--addr", "127.0.0.1:0", "--db", "mysql://nope"},
 		"bad rate limit": {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--rate-limit", filepath.Join(t.TempDir(), "missing.json")},
-		"bad proxy":      {"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--trusted-proxies", "not-a-cidr"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -207,19 +210,80 @@ func TestServeRefusesBadSettings(t *testing.T) {
 	}
 }
 
-// TestServeBadPublicURLOpensNothing: a bad --public-url is refused before
-// the database is opened (no SQLite file is created and migrated), with
-// one "yaps:" prefix once main adds its own.
-func TestServeBadPublicURLOpensNothing(t *testing.T) {
+// TestServeBadFlagsOpenNothing: a bad --public-url or --trusted-proxies is
+// refused before the database is opened (no SQLite file is created and
+// migrated), with one "yaps:" prefix once main adds its own.
+func TestServeBadFlagsOpenNothing(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "new.db")
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", "sqlite:" + path, "--public-url", "notaurl"}, &stdout, &stderr)
-	require.Error(t, err)
-	require.ErrorContains(t, err, "--public-url")
-	require.NotContains(t, "yaps: "+err.Error(), "yaps: yaps:", "main prints yaps: before the error")
-	require.NoFileExists(t, path, "the database was opened before --public-url was checked")
-	require.Empty(t, stdout.String())
+	for _, tc := range []struct {
+		flag, value string
+	}{
+		{"--public-url", "notaurl"},
+		{"--trusted-proxies", "not-a-cidr"},
+		{"--trusted-proxies", "10.0.0.0/8,192.168.1.300"},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "new.db")
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", "sqlite:" + path, tc.flag, tc.value}, &stdout, &stderr)
+			require.Error(t, err)
+			require.ErrorContains(t, err, tc.flag)
+			require.NotContains(t, "yaps: "+err.Error(), "yaps: yaps:", "main prints yaps: before the error")
+			require.NoFileExists(t, path, "the database was opened before %s was checked", tc.flag)
+			require.Empty(t, stdout.String())
+		})
+	}
+}
+
+// TestServeHidesPasswords: errors about a bad --db or --redis URL never
+// show its password, even when the URL does not parse (a password with
+// "@" defeats the Postgres driver's own redaction).
+func TestServeHidesPasswords(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--db", "postgres://user:s3cret@127.0.0.1:notaport/db", "--rate-limit", "off"},
+		{"--db", "postgres://user:s3c@ret@127.0.0.1:notaport/db", "--rate-limit", "off"},
+		{"--db", "postgresql://user:s3cret@127.0.0.1:notaport/db?password=s3cret", "--rate-limit", "off"},
+		{"--db", "mysql://user:s3c@ret@db.example/x", "--rate-limit", "off"},
+		{"--db", "sqlite::memory:", "--redis", "redis://user:s3cret@127.0.0.1:notaport/0"},
+		{"--db", "sqlite::memory:", "--redis", "redis://user:s3c@ret@[::1/0"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), &stdout, &stderr)
+			require.Error(t, err)
+			require.Regexp(t, "open database|bad Redis URL", err.Error())
+			for _, out := range []string{err.Error(), stderr.String(), stdout.String()} {
+				require.NotContains(t, out, "s3c")
+				require.NotContains(t, out, "ret@")
+			}
+		})
+	}
+}
+
+func TestRedactSecrets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"no url here", "no url here"},
+		{"connect to postgres 127.0.0.1:1/db: refused", "connect to postgres 127.0.0.1:1/db: refused"},
+		{`parse "postgres://u:pw@h:x/db": invalid port`, `parse "postgres://xxxxx@h:x/db": invalid port`},
+		{"cannot parse `postgres://u:xxxxx@p@w@h:x/db?sslmode=disable`: bad", "cannot parse `postgres://xxxxx@h:x/db?sslmode=disable`: bad"},
+		{"postgres://h/db?user=u&password=pw&x=1 failed", "postgres://h/db?user=u&password=xxxxx&x=1 failed"},
+		{"redis://u:pw@a/0 and redis://b/0", "redis://xxxxx@a/0 and redis://b/0"},
+	} {
+		require.Equal(t, tc.want, redactSecrets(tc.in), tc.in)
+	}
+}
+
+// TestCreatePostgresDBHidesPassword: the bench's --postgres DSN is not
+// echoed with its password when it does not parse.
+func TestCreatePostgresDBHidesPassword(t *testing.T) {
+	t.Parallel()
+	_, err := createPostgresDB(context.Background(), "postgres://user:s3cret@127.0.0.1:notaport/db")
+	require.ErrorContains(t, err, "invalid port")
+	require.NotContains(t, err.Error(), "s3cret")
 }
 
 // TestServeUnspecifiedAddrLinks: on every interface (0.0.0.0, :PORT, ::)
