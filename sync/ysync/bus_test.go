@@ -1,6 +1,9 @@
 package ysync
 
 import (
+	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,4 +129,59 @@ func TestRemoteAwarenessExpires(t *testing.T) {
 	require.NotContains(t, got, uint64(7))
 	require.Equal(t, `{"u":"alive"}`, got[8])
 	require.Equal(t, `{"u":"local"}`, got[9])
+}
+
+// cappedPort is a memPort that drops updates over max bytes, as
+// store/pgnotify drops awareness notices over its payload limit.
+type cappedPort struct {
+	*memPort
+	max int
+}
+
+func (p cappedPort) PublishAwareness(ref string, update []byte) {
+	if len(update) <= p.max {
+		p.memPort.PublishAwareness(ref, update)
+	}
+}
+
+// A process that opens a busy room learns every state the other process
+// holds: the answer to its "who is there?" comes in pieces a bus with a
+// notice size limit carries (found in review: 25 presences of 270 bytes
+// went as one 7 KB notice, which pgnotify dropped, and the joiner saw
+// nobody until each client renewed its state, about 15 s later).
+func TestAwarenessJoinAnswerInPieces(t *testing.T) {
+	t.Parallel()
+	bus := newMemBus()
+	a := newEnv(t, Config{Broadcaster: cappedPort{bus.port(), 5800}, MaxAwarenessIDsPerConn: 8})
+	b := newEnv(t, Config{Broadcaster: cappedPort{bus.port(), 5800}})
+	want := map[uint64]string{}
+	for c := range 5 {
+		conn := a.dial(t, "L1", "owner")
+		var entries []AwarenessEntry
+		for i := range 8 {
+			id := uint64(100 + 10*c + i)
+			state := fmt.Sprintf(`{"user":{"name":"client %d","color":"#30bced"},"cursor":"%s"}`, id, strings.Repeat("x", 200))
+			entries = append(entries, AwarenessEntry{ClientID: id, Clock: 1, State: state})
+			want[id] = state
+		}
+		sendAwareness(conn, entries...)
+		conn.nextOf(MsgAwareness)
+	}
+	// Every state is in a's room, more than one notice holds, before b
+	// opens the room.
+	require.Eventually(t, func() bool {
+		chunks := a.srv.room("L1").localAwareness()
+		n := 0
+		for _, c := range chunks {
+			require.LessOrEqual(t, len(c), awarenessChunk)
+			n += len(awarenessMap(t, Message{Type: MsgAwareness, Payload: c}))
+		}
+		return n == len(want)
+	}, 2*time.Second, 5*time.Millisecond)
+	b1 := b.dial(t, "L1", "viewer")
+	got := map[uint64]string{}
+	for len(got) < len(want) {
+		maps.Copy(got, awarenessMap(t, b1.nextOf(MsgAwareness)))
+	}
+	require.Equal(t, want, got)
 }

@@ -459,21 +459,43 @@ func (r *room) awarenessFrameLocked() []byte {
 	return r.awFrame
 }
 
-// localAwareness encodes the states set by this process's connections, or
+// awarenessChunk bounds the size of one awareness update this process
+// hands its Broadcaster when it answers another process's "who is there?":
+// a bus caps its notices (store/pgnotify drops awareness over 5,800
+// bytes), and one answer with every state of a busy room would go over it
+// and be lost whole. A single state larger than this goes alone.
+const awarenessChunk = 4096
+
+// awarenessEntrySize bounds the encoded size of e: two varints of at most
+// 10 bytes and a string with its length.
+func awarenessEntrySize(e AwarenessEntry) int { return 25 + len(e.State) }
+
+// localAwareness encodes the states set by this process's connections as
+// updates of at most awarenessChunk bytes (unless one state is larger), or
 // returns nil when there are none.
-func (r *room) localAwareness() []byte {
+func (r *room) localAwareness() [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var out [][]byte
 	var entries []AwarenessEntry
+	size := 3 // the entry count
 	for id, st := range r.aw {
-		if st.owner != nil && st.state != "" {
-			entries = append(entries, AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state})
+		if st.owner == nil || st.state == "" {
+			continue
 		}
+		e := AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state}
+		n := awarenessEntrySize(e)
+		if len(entries) > 0 && size+n > awarenessChunk {
+			out = append(out, EncodeAwareness(entries))
+			entries, size = nil, 3
+		}
+		entries = append(entries, e)
+		size += n
 	}
-	if len(entries) == 0 {
-		return nil
+	if len(entries) > 0 {
+		out = append(out, EncodeAwareness(entries))
 	}
-	return EncodeAwareness(entries)
+	return out
 }
 
 // recheck re-authenticates the room's connections after a list change

@@ -647,7 +647,7 @@ func (s *Server) onRemoteAwareness(ref string, update []byte) {
 		return
 	}
 	if len(update) == 1 && update[0] == 0 {
-		if mine := rm.localAwareness(); mine != nil {
+		for _, mine := range rm.localAwareness() {
 			s.cfg.Broadcaster.PublishAwareness(ref, mine)
 		}
 		return
