@@ -229,8 +229,9 @@ func TestRoundTripAndOwnNoticesDropped(t *testing.T) {
 		s.Sender = n1.ID()
 		require.Equal(t, s, got)
 	}
-	// NoticeResync is local: never published.
+	// NoticeResync and NoticeLost are local: never published.
 	require.NoError(t, n1.Publish(ctx, yaps.Notice{Kind: yaps.NoticeResync}))
+	require.NoError(t, n1.Publish(ctx, yaps.Notice{Kind: yaps.NoticeLost}))
 	quiet(t, in2)
 	// n1 heard none of its own notices, but hears n2's.
 	require.NoError(t, n2.Publish(ctx, yaps.Notice{Kind: yaps.NoticeList, ListRef: "from2"}))
@@ -282,6 +283,8 @@ func TestReconnectAfterTermination(t *testing.T) {
 	require.Equal(t, 1, killed)
 
 	got := recv(t, in)
+	require.Equal(t, yaps.NoticeLost, got.Kind, "the loss is announced at once so the service stops trusting its cache")
+	got = recv(t, in)
 	require.Equal(t, yaps.NoticeResync, got.Kind, "a reconnect is announced so the service resyncs")
 	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "after", Seq: 7}))
 	got = recv(t, in)
@@ -345,8 +348,9 @@ func TestPublishBatch(t *testing.T) {
 	_, n1, _, in2 := pair(t)
 	batch := []yaps.Notice{
 		{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7},
-		{Kind: yaps.NoticeResync},                                                                         // local only
-		{Kind: yaps.NoticeDoc, ListRef: strings.Repeat("x", 9000), Seq: 1},                                // over the limit
+		{Kind: yaps.NoticeResync},                                          // local only
+		{Kind: yaps.NoticeLost},                                            // local only
+		{Kind: yaps.NoticeDoc, ListRef: strings.Repeat("x", 9000), Seq: 1}, // over the limit
 		{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: make([]byte, 2*pgnotify.MaxAwarenessPayload)}, // dropped
 		{Kind: yaps.NoticeList, ListRef: "b"},
 		{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7}, // a duplicate is still delivered once
