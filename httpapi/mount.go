@@ -695,12 +695,11 @@ var (
 		"X-RateLimit-Remaining": {Description: "Requests left in the current window (absent when rate limiting is off)", Schema: &huma.Schema{Type: "integer"}},
 		"X-RateLimit-Reset":     {Description: "Seconds until the current window resets (absent when rate limiting is off)", Schema: &huma.Schema{Type: "integer"}},
 	}
-	headerNoStore      = &huma.Param{Description: "no-store: the answer carries a secret shown once", Schema: &huma.Schema{Type: "string"}}
-	headerRefusal      = &huma.Param{Description: "no-store", Schema: &huma.Schema{Type: "string"}}
-	headerPrivate      = &huma.Param{Description: "private, no-cache: the answer depends on the credential", Schema: &huma.Schema{Type: "string"}}
-	headerReplayed     = &huma.Param{Description: "true when the answer replays the first answer to this Idempotency-Key", Schema: &huma.Schema{Type: "string", Enum: []any{"true"}}}
-	secretAnswers      = map[string]bool{"createList": true, "createAccount": true, "issuePermission": true, "rotateOwner": true}
-	credentialAnswered = map[string]bool{"accountLists": true}
+	headerNoStore  = &huma.Param{Description: "no-store: the answer carries a secret shown once", Schema: &huma.Schema{Type: "string"}}
+	headerRefusal  = &huma.Param{Description: "no-store", Schema: &huma.Schema{Type: "string"}}
+	headerPrivate  = &huma.Param{Description: "private, no-cache: the answer depends on the credential", Schema: &huma.Schema{Type: "string"}}
+	headerReplayed = &huma.Param{Description: "true when the answer replays the first answer to this Idempotency-Key", Schema: &huma.Schema{Type: "string", Enum: []any{"true"}}}
+	secretAnswers  = map[string]bool{"createList": true, "createAccount": true, "issuePermission": true, "rotateOwner": true}
 )
 
 // documentHeaders adds the rate-limit headers to every answer of op, and
@@ -709,12 +708,7 @@ var (
 // checked first), answers carrying a code or key once are no-store, and so
 // are the sync endpoint's refusals (package ysync).
 func documentHeaders(op *huma.Operation, success int) {
-	idempotent := false
-	for _, p := range op.Parameters {
-		if p == paramIdempotency {
-			idempotent = true
-		}
-	}
+	idempotent := slices.Contains(op.Parameters, paramIdempotency)
 	aboutList := strings.Contains(op.Path, "{ref}")
 	for code, r := range op.Responses {
 		if r.Headers == nil {
@@ -731,7 +725,7 @@ func documentHeaders(op *huma.Operation, success int) {
 			}
 		case ok && secretAnswers[op.OperationID]:
 			r.Headers["Cache-Control"] = headerNoStore
-		case aboutList || (ok && credentialAnswered[op.OperationID]):
+		case aboutList || (ok && op.OperationID == "accountLists"): // answers for one credential
 			r.Headers["Cache-Control"] = headerPrivate
 		}
 		if idempotent && ok {

@@ -173,7 +173,7 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 				lf.ArchivedAt = &now
 			}
 		}
-		if lf.Title == w.e.list.Title && lf.Kind == w.e.list.Kind && sameTime(lf.ArchivedAt, w.e.list.ArchivedAt) {
+		if !listFieldsChanged(lf, w.e.list) {
 			out = &w.list
 			return nil
 		}

@@ -503,7 +503,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 				audit("list.archive", "") // as over HTTP
 			case lf.ArchivedAt == nil && beforeList.ArchivedAt != nil:
 				audit("list.unarchive", "")
-			case lf.Title != beforeList.Title || lf.Kind != beforeList.Kind || !sameTime(lf.ArchivedAt, beforeList.ArchivedAt):
+			case listFieldsChanged(lf, beforeList):
 				audit("list.update", "")
 			}
 			if w.batch != nil {

@@ -12,8 +12,8 @@
 // connection fails (the service stops trusting its auth cache: publishers
 // no longer wait for this process) and, once listening again, a
 // yaps.NoticeResync so the service refreshes what it watches (notices sent
-// meanwhile are lost). Publish runs `SELECT pg_notify($1, $2)` on a small pool (two
-// connections) of the same DSN. The listening connection carries
+// meanwhile are lost). Publish runs `SELECT pg_notify($1, $2)` on a small
+// pool (two connections) of the same DSN. The listening connection carries
 // application_name "yaps-pgnotify-<id>-<tag>" (tag: the first 12 hex
 // digits of the SHA-256 of the channel), which makes it easy to find in
 // pg_stat_activity and tells other Notifiers which channel it hears.

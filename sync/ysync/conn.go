@@ -348,8 +348,7 @@ func (c *conn) allowRefusal() bool {
 // onPing answers a ping with a pong, as gorilla's default handler does,
 // once the ping passed the message rate. It runs on the read loop.
 func (c *conn) onPing(data string) error {
-	if !c.allow() {
-		c.closeWith(CloseRateLimited, "rate limited: too many messages")
+	if !c.allowOrClose() {
 		return nil
 	}
 	err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.s.cfg.WriteWait))
@@ -367,6 +366,16 @@ func (c *conn) onPing(data string) error {
 func (c *conn) allow() bool {
 	rate := c.s.cfg.MessagesPerSecond
 	return rate < 0 || c.messages.take(rate, float64(c.s.cfg.MessageBurst))
+}
+
+// allowOrClose is allow, closing the connection with 4529 when there is no
+// token.
+func (c *conn) allowOrClose() bool {
+	if c.allow() {
+		return true
+	}
+	c.closeWith(CloseRateLimited, "rate limited: too many messages")
+	return false
 }
 
 // bucket is a token bucket that starts full. Not safe for concurrent use.
@@ -405,8 +414,7 @@ func (c *conn) handle(frame []byte) {
 	if c.closing.Load() {
 		return
 	}
-	if !c.allow() {
-		c.closeWith(CloseRateLimited, "rate limited: too many messages")
+	if !c.allowOrClose() {
 		return
 	}
 	m, err := DecodeMessage(frame)

@@ -123,7 +123,7 @@ func (r *room) leave(c *conn) {
 		return
 	}
 	delete(r.conns, c)
-	r.releaseIPLocked(c.ipKey)
+	releaseSlot(r.perIP, c.ipKey)
 	r.republishLocked()
 	var removed []AwarenessEntry
 	for id := range c.awIDs {
@@ -149,13 +149,14 @@ func (r *room) leave(c *conn) {
 	}
 }
 
-// releaseIPLocked gives back a connection slot of the address key.
-func (r *room) releaseIPLocked(key string) {
-	if r.perIP[key] <= 1 {
-		delete(r.perIP, key)
+// releaseSlot gives back a connection slot of an address key in counts
+// (a room's or the process's perIP, under its lock).
+func releaseSlot(counts map[string]int, key string) {
+	if counts[key] <= 1 {
+		delete(counts, key)
 		return
 	}
-	r.perIP[key]--
+	counts[key]--
 }
 
 // maybeIdleLocked starts the unload timer when the room became empty.

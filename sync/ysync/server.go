@@ -184,8 +184,7 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 	})
 	m.HandlePong(func(ms *melody.Session) {
 		if c := connOf(ms); c != nil {
-			if !c.allow() { // unsolicited pongs count as messages
-				c.closeWith(CloseRateLimited, "rate limited: too many messages")
+			if !c.allowOrClose() { // unsolicited pongs count as messages
 				return
 			}
 			c.syncPong()
@@ -515,11 +514,11 @@ func (s *Server) evictIdleLocked() bool {
 func (s *Server) release(c *conn) {
 	s.mu.Lock()
 	s.nconns--
-	s.releaseIPLocked(c.ipKey)
+	releaseSlot(s.perIP, c.ipKey)
 	s.mu.Unlock()
 	c.room.mu.Lock()
 	c.room.pending--
-	c.room.releaseIPLocked(c.ipKey)
+	releaseSlot(c.room.perIP, c.ipKey)
 	c.room.maybeIdleLocked()
 	c.room.mu.Unlock()
 	c.cancel()
@@ -588,20 +587,10 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 		}
 	}
 	s.nconns--
-	s.releaseIPLocked(c.ipKey)
+	releaseSlot(s.perIP, c.ipKey)
 	s.mu.Unlock()
 	c.room.leave(c)
 	s.wg.Done()
-}
-
-// releaseIPLocked gives back a connection slot of the address key across
-// the process. s.mu is held.
-func (s *Server) releaseIPLocked(key string) {
-	if s.perIP[key] <= 1 {
-		delete(s.perIP, key)
-		return
-	}
-	s.perIP[key]--
 }
 
 func (s *Server) room(ref string) *room {

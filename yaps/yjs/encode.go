@@ -219,7 +219,7 @@ type StateVector struct {
 // empty state vector.
 func ParseStateVector(b []byte) (StateVector, error) {
 	if len(b) == 0 {
-		return StateVector{m: map[uint64]int{}}, nil
+		return StateVector{}, nil
 	}
 	m, err := decodeStateVector(b)
 	if err != nil {
@@ -230,12 +230,8 @@ func ParseStateVector(b []byte) (StateVector, error) {
 
 // EncodeStateFrom is EncodeStateAsUpdate with a parsed state vector.
 func (d *Doc) EncodeStateFrom(state StateVector) ([]byte, error) {
-	sv, stateVector := state.m, state.raw
-	if sv == nil {
-		sv = map[uint64]int{}
-	}
 	e := encoder{buf: make([]byte, 0, d.encodedSizeHint())}
-	d.writeClientsStructs(&e, sv)
+	d.writeClientsStructs(&e, state.m) // a nil map reads as empty
 	ds := d.deleteSetFromStore()
 	ds.write(&e)
 	if d.pendingDs == nil && d.pendingStructs == nil {
@@ -246,7 +242,7 @@ func (d *Doc) EncodeStateFrom(state StateVector) ([]byte, error) {
 		updates = append(updates, d.pendingDs)
 	}
 	if d.pendingStructs != nil {
-		diff, err := DiffUpdate(d.pendingStructs.update, stateVector)
+		diff, err := DiffUpdate(d.pendingStructs.update, state.raw)
 		if err != nil {
 			return nil, err
 		}
