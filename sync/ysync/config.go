@@ -29,6 +29,21 @@ type Config struct {
 	// MaxMessageSize is the largest frame a client may send, in bytes;
 	// larger frames close the connection with 1009. Default: 1 MiB.
 	MaxMessageSize int64
+	// MessageReadTimeout is how long a client may take to send one
+	// message, from its first byte to its last. A message is held in
+	// memory until it is complete, so one left unfinished (while the
+	// client answers pings) would hold its buffer for good; past the
+	// timeout the connection is cut (see unfinished.go). Default: 60s
+	// (1 MiB at 17 KB/s).
+	MessageReadTimeout time.Duration
+	// MaxUnfinishedBytesPerIP caps the bytes of messages that one client
+	// address (the key of MaxConnsPerIP) has begun but not finished
+	// sending, across all its connections, counted in steps of 64 KiB; a
+	// connection whose message would take its address past it is cut.
+	// Without it, an address could hold MaxConnsPerIPTotal buffers of
+	// MaxMessageSize. At least MaxSyncStep2Size and MaxMessageSize.
+	// Default: 32 MiB.
+	MaxUnfinishedBytesPerIP int64
 	// MaxSyncStep2Size is the largest sync step 2 a client that may write
 	// can send while it syncs after connecting (see step2.go): a client
 	// that edited offline sends all of those edits in that one frame, and
@@ -223,6 +238,10 @@ func (c Config) WithDefaults() Config {
 		c.MaxSyncStep2Size = max(min(yaps.DefaultMaxDocBytes, c.SendQueueBytes/2), c.MaxMessageSize)
 	}
 	def(&c.SyncStep2Slots, 4)
+	defDur(&c.MessageReadTimeout, 60*time.Second)
+	if c.MaxUnfinishedBytesPerIP == 0 {
+		c.MaxUnfinishedBytesPerIP = 32 << 20
+	}
 	defDur(&c.SendQueueWait, 2*time.Second)
 	if c.MessagesPerSecond == 0 {
 		c.MessagesPerSecond = 500
@@ -272,6 +291,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: SendQueueBytes must be at least MaxMessageSize")
 	case c.MaxSyncStep2Size > c.MaxMessageSize && c.MaxSyncStep2Size > c.SendQueueBytes/2:
 		return fmt.Errorf("ysync: MaxSyncStep2Size (%d) must be at most half of SendQueueBytes (%d): a relayed step 2 must fit in a send queue beside a backlog", c.MaxSyncStep2Size, c.SendQueueBytes)
+	case c.MessageReadTimeout <= 0:
+		return fmt.Errorf("ysync: MessageReadTimeout must be positive")
+	case c.MaxUnfinishedBytesPerIP < max(c.MaxMessageSize, c.MaxSyncStep2Size):
+		return fmt.Errorf("ysync: MaxUnfinishedBytesPerIP (%d) must be at least MaxMessageSize and MaxSyncStep2Size", c.MaxUnfinishedBytesPerIP)
 	case c.MessageBurst < 1:
 		return fmt.Errorf("ysync: MessageBurst must be positive")
 	case c.MaxAwarenessEntries < 1, c.MaxAwarenessStateBytes < 16, c.MaxAwarenessStates < 1, c.MaxAwarenessIDsPerConn < 1:

@@ -45,8 +45,9 @@ type conn struct {
 	ctx    context.Context // cancelled on disconnect
 	cancel context.CancelFunc
 
-	netConn net.Conn // the hijacked socket, for kill
-	hello   []byte   // our sync step 1, sent on connect
+	netConn net.Conn   // the hijacked socket, for kill
+	reads   *readWatch // the read side of the socket (unfinished.go)
+	hello   []byte     // our sync step 1, sent on connect
 
 	actor    atomic.Pointer[yaps.Actor]
 	readOnly atomic.Bool

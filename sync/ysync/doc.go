@@ -116,6 +116,11 @@
 //	4508 slow client       send queue full; the client reconnects and resyncs
 //	1001 going away        server shutdown
 //
+// A client that takes longer than MessageReadTimeout to finish a message,
+// or whose address has more than MaxUnfinishedBytesPerIP in unfinished
+// messages, has its socket cut without a close frame (1006; see
+// unfinished.go): no frame can be sent while gorilla is inside a message.
+//
 // Rate limiting uses 4529 rather than 4429 because the client treats the
 // whole 4400-4499 range as final.
 package ysync

@@ -162,6 +162,27 @@ func TestConnsPerIPConfig(t *testing.T) {
 	require.NoError(t, err)
 }
 
+func TestUnfinishedConfig(t *testing.T) {
+	t.Parallel()
+	def := Config{}.WithDefaults()
+	require.Equal(t, 60*time.Second, def.MessageReadTimeout)
+	require.Equal(t, int64(32<<20), def.MaxUnfinishedBytesPerIP)
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MessageReadTimeout: -time.Second}, "MessageReadTimeout"},
+		{Config{MaxUnfinishedBytesPerIP: -1}, "MaxUnfinishedBytesPerIP"},
+		{Config{MaxUnfinishedBytesPerIP: 4 << 20}, "MaxUnfinishedBytesPerIP"}, // below the 8 MiB step 2
+		{Config{MaxMessageSize: 2 << 20, MaxSyncStep2Size: 1, MaxUnfinishedBytesPerIP: 1 << 20}, "MaxUnfinishedBytesPerIP"},
+	} {
+		_, err := newServer(newFake(), tc.cfg)
+		require.ErrorContains(t, err, tc.want, "%+v", tc.cfg)
+	}
+	_, err := newServer(newFake(), Config{MaxMessageSize: 1 << 20, MaxSyncStep2Size: 1, MaxUnfinishedBytesPerIP: 1 << 20})
+	require.NoError(t, err)
+}
+
 // serverPerIP returns the process-wide per-address counts.
 func (e *testEnv) serverPerIP() map[string]int {
 	e.srv.mu.RLock()

@@ -100,9 +100,12 @@ type Server struct {
 	byPerm map[string]map[*conn]struct{} // permission id -> its connections
 	nconns int                           // admitted, including not yet upgraded
 	perIP  map[string]int                // admitted per address key (MaxConnsPerIPTotal)
-	closed bool
-	wg     sync.WaitGroup // admitted connections until their handler is done
-	bg     sync.WaitGroup // apply workers and re-checks, which call the service
+	// unfinished counts the bytes of unfinished messages per address key
+	// (MaxUnfinishedBytesPerIP).
+	unfinished *unfinishedBudget
+	closed     bool
+	wg         sync.WaitGroup // admitted connections until their handler is done
+	bg         sync.WaitGroup // apply workers and re-checks, which call the service
 
 	// step2Slots holds a token per connection whose read limit is raised
 	// for a large sync step 2 (step2.go); nil when SyncStep2Slots is
@@ -140,6 +143,8 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 		rooms:  map[string]*room{},
 		byPerm: map[string]map[*conn]struct{}{},
 		perIP:  map[string]int{},
+
+		unfinished: &unfinishedBudget{limit: cfg.MaxUnfinishedBytesPerIP, held: map[string]int64{}},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.SyncStep2Slots > 0 {
@@ -343,7 +348,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.netConn = nc
 	// Frames leave through coalescingConn: those queued back to back share
 	// one write. While frame k is written it still counts in queuedMsgs.
-	out := &coalescingConn{Conn: nc, more: func() bool { return c.queuedMsgs.Load() > 1 }, keepOpen: c.keepOpenOnClose}
+	c.reads = &readWatch{Conn: nc, timeout: s.cfg.MessageReadTimeout, budget: s.unfinished, key: key}
+	out := &coalescingConn{Conn: c.reads, more: func() bool { return c.queuedMsgs.Load() > 1 }, keepOpen: c.keepOpenOnClose}
 	up := &upgraded{nc: out, header: w.Header().Clone()}
 	req := trimRequest(r)
 	go func() {
@@ -577,6 +583,7 @@ func (s *Server) onDisconnect(ms *melody.Session) {
 		c.drain()
 	}
 	c.kill()
+	c.reads.done()
 	// Updates still waiting to be applied are stored by the worker: the
 	// client sent them before it went away.
 	s.mu.Lock()

@@ -1,0 +1,251 @@
+package ysync
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Unfinished messages.
+//
+// Gorilla reads a message into one buffer until its last frame arrives,
+// and Melody pushes the read deadline back at every pong. A client that
+// starts a message (a 1 MiB frame, or the first fragments of one) and never
+// finishes it, while answering pings, would hold that buffer for as long as
+// it likes, and as many of them as it may open connections. So the bytes
+// gorilla reads are watched on their way in (readWatch parses the frame
+// headers, nothing more):
+//   - a message must be finished within MessageReadTimeout of its first
+//     byte: while one is unfinished, the socket's read deadline is the
+//     earlier of that and the one Melody asked for;
+//   - the bytes of unfinished messages are counted per client address,
+//     across its connections, in steps of unfinishedStep; a connection
+//     whose message would take its address past MaxUnfinishedBytesPerIP
+//     is cut.
+// Either way the read fails, Melody's read loop ends and the socket is
+// closed (the client sees 1006 and may reconnect); the buffer is freed.
+// A message read within one Read call, which is nearly every message,
+// touches neither the deadline nor the count.
+
+// unfinishedStep is the unit in which a connection takes bytes from its
+// address's budget, so messages under it never take the lock.
+const unfinishedStep = 64 << 10
+
+var (
+	errMessageTooSlow  = errors.New("ysync: message not finished within MessageReadTimeout")
+	errUnfinishedBytes = errors.New("ysync: unfinished messages over MaxUnfinishedBytesPerIP")
+)
+
+// unfinishedBudget counts the bytes each client address has in unfinished
+// messages.
+type unfinishedBudget struct {
+	limit int64
+	mu    sync.Mutex
+	held  map[string]int64
+}
+
+func (b *unfinishedBudget) take(key string, n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held[key]+n > b.limit {
+		return false
+	}
+	b.held[key] += n
+	return true
+}
+
+func (b *unfinishedBudget) give(key string, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held[key] -= n; b.held[key] <= 0 {
+		delete(b.held, key)
+	}
+}
+
+// readWatch is the read side of a connection's socket. Read and
+// SetReadDeadline are called only by Melody's read loop (the pong handler
+// runs on it too), and done by onDisconnect once that loop has ended, so
+// nothing here needs a lock.
+type readWatch struct {
+	net.Conn
+	timeout time.Duration
+	budget  *unfinishedBudget
+	key     string
+
+	// Frame parser: the header being collected, or the payload bytes left.
+	hdr       [14]byte
+	hdrN      int
+	remaining uint64
+	dataFrame bool   // the frame being read is a data frame
+	final     bool   // ... with FIN set
+	open      bool   // a data message is unfinished
+	ended     uint64 // data messages finished so far
+	body      int64  // payload bytes read of the unfinished message
+
+	started   time.Time // when the unfinished message was first seen
+	tightened bool      // the socket's deadline is the message's
+	reserved  int64     // taken from the budget
+	asked     time.Time // the read deadline Melody last asked for
+	failed    error
+}
+
+func (w *readWatch) SetReadDeadline(t time.Time) error {
+	w.asked = t
+	if w.tightened {
+		return w.Conn.SetReadDeadline(w.deadline())
+	}
+	return w.Conn.SetReadDeadline(t)
+}
+
+// deadline is the earlier of Melody's and the unfinished message's.
+func (w *readWatch) deadline() time.Time {
+	d := w.started.Add(w.timeout)
+	if !w.asked.IsZero() && w.asked.Before(d) {
+		return w.asked
+	}
+	return d
+}
+
+func (w *readWatch) Read(p []byte) (int, error) {
+	if w.failed != nil {
+		return 0, w.failed
+	}
+	n, err := w.Conn.Read(p)
+	ended := w.ended
+	w.scan(p[:n])
+	if w.ended != ended && w.tightened {
+		// The message being watched is finished.
+		w.tightened = false
+		w.started = time.Time{}
+		w.done()
+		if !w.open {
+			if derr := w.Conn.SetReadDeadline(w.asked); derr != nil && err == nil {
+				err = derr
+			}
+		}
+	}
+	if w.open {
+		if w.started.IsZero() {
+			w.started = time.Now()
+		}
+		if need := w.body - w.reserved; need > 0 {
+			step := (need + unfinishedStep - 1) / unfinishedStep * unfinishedStep
+			if !w.budget.take(w.key, step) {
+				w.failed = errUnfinishedBytes
+				return 0, w.failed
+			}
+			w.reserved += step
+		}
+		if !w.tightened {
+			w.tightened = true
+			if derr := w.Conn.SetReadDeadline(w.deadline()); derr != nil && err == nil {
+				err = derr
+			}
+		}
+	}
+	if err != nil && w.tightened && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(w.started.Add(w.timeout)) {
+		w.failed = errMessageTooSlow
+		return n, w.failed
+	}
+	return n, err
+}
+
+// done gives back what the connection took from its address's budget.
+func (w *readWatch) done() {
+	w.budget.give(w.key, w.reserved)
+	w.reserved = 0
+}
+
+// scan follows the frames in b: it tracks whether a data message is
+// unfinished and how many payload bytes it has so far.
+func (w *readWatch) scan(b []byte) {
+	for len(b) > 0 {
+		if w.remaining == 0 {
+			// Collect the header: 2 bytes, then the extended length and
+			// the mask key the second byte announces.
+			need := 2
+			if w.hdrN >= 2 {
+				need = headerLen(w.hdr[1])
+			}
+			k := copy(w.hdr[w.hdrN:need], b)
+			w.hdrN += k
+			b = b[k:]
+			if w.hdrN < need {
+				continue
+			}
+			if need == 2 && headerLen(w.hdr[1]) > 2 {
+				continue // the rest of the header follows
+			}
+			w.startFrame()
+			continue
+		}
+		k := uint64(len(b))
+		if k > w.remaining {
+			k = w.remaining
+		}
+		w.remaining -= k
+		b = b[k:]
+		if w.dataFrame && w.open {
+			w.body += int64(k)
+		}
+		if w.remaining == 0 {
+			w.endFrame()
+		}
+	}
+}
+
+// headerLen is the length of a frame header whose second byte is b1.
+func headerLen(b1 byte) int {
+	n := 2
+	switch b1 & 0x7f {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if b1&0x80 != 0 {
+		n += 4
+	}
+	return n
+}
+
+// startFrame reads the collected header.
+func (w *readWatch) startFrame() {
+	h := w.hdr[:w.hdrN]
+	w.hdrN = 0
+	var size uint64
+	switch h[1] & 0x7f {
+	case 126:
+		size = uint64(h[2])<<8 | uint64(h[3])
+	case 127:
+		for _, c := range h[2:10] {
+			size = size<<8 | uint64(c)
+		}
+	default:
+		size = uint64(h[1] & 0x7f)
+	}
+	op := h[0] & 0x0f
+	w.dataFrame = op <= 2 // continuation, text, binary
+	w.final = h[0]&0x80 != 0
+	if w.dataFrame && !w.open {
+		w.open = true
+		w.body = 0
+	}
+	w.remaining = size
+	if size == 0 {
+		w.endFrame()
+	}
+}
+
+func (w *readWatch) endFrame() {
+	if w.dataFrame && w.final {
+		w.open = false
+		w.body = 0
+		w.ended++
+	}
+}
