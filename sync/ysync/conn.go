@@ -105,6 +105,7 @@ type conn struct {
 	// Guarded by room.mu: awareness client IDs this connection controls,
 	// and how many it had claimed (room.applyAwareness).
 	awIDs     map[uint64]struct{}
+	aw        awQueue // awareness waiting for this connection (awqueue.go)
 	awClaimed int
 }
 

@@ -101,6 +101,15 @@ func (r *room) broadcastAll(msgs [][]byte) {
 	}
 }
 
+// broadcastAwareness queues the awareness frame holding entries on every
+// connection of the room, or keeps the entries for a connection that still
+// has an awareness frame queued (awqueue.go).
+func (r *room) broadcastAwareness(frame []byte, entries []AwarenessEntry) {
+	for _, c := range *r.snapshot.Load() {
+		c.sendAwareness(frame, entries)
+	}
+}
+
 // join adds an upgraded connection and returns the awareness frame it
 // should receive (nil when there are no states).
 func (r *room) join(c *conn) []byte {
@@ -144,7 +153,7 @@ func (r *room) leave(c *conn) {
 	r.mu.Unlock()
 	if len(removed) > 0 {
 		upd := EncodeAwareness(removed)
-		r.broadcast(AppendAwareness(nil, upd))
+		r.broadcastAwareness(AppendAwareness(nil, upd), removed)
 		r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
 	}
 }
@@ -312,7 +321,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	}
 	if len(accepted) > 0 {
 		upd := EncodeAwareness(accepted)
-		r.broadcast(AppendAwareness(nil, upd))
+		r.broadcastAwareness(AppendAwareness(nil, upd), accepted)
 		if from != nil {
 			r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
 		}

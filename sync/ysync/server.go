@@ -198,6 +198,7 @@ func newServer(svc backend, cfg Config) (*Server, error) {
 	m.HandleSentMessageBinary(func(ms *melody.Session, msg []byte) {
 		if c := connOf(ms); c != nil {
 			c.sent(len(msg))
+			c.awarenessSent(msg)
 		}
 	})
 	m.HandleError(func(ms *melody.Session, err error) {
