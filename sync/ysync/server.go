@@ -286,6 +286,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, "not_found", "list not found")
 		return
 	}
+	if s.ctx.Err() != nil {
+		// Closed (the host shuts down): the service calls below would
+		// fail with the server's cancelled context and read as a fault.
+		w.Header().Set("Retry-After", "5")
+		writeServiceError(w, r, yaps.Errorf(yaps.EUNAVAILABLE, "server shutting down"))
+		return
+	}
 	code := yaps.RequestCode(r.Header.Get("Authorization"), r.URL.Query().Get("k")) // R4: either carries it
 	// Service calls use the server's context, not the request's: deriving
 	// from the request context would leave allocations on it for the

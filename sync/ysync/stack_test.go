@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/yaps-dev/yaps/httpapi"
@@ -215,4 +216,20 @@ func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 	}
 	return nil
+}
+
+// A sync request that reaches a closed endpoint (the host closes Yaps
+// before its HTTP server has stopped) is told to come back: 503, not a
+// fault of the service called with the endpoint's cancelled context.
+func TestUpgradeAfterClose(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, Config{})
+	ref, owner := st.newList()
+	require.NoError(t, st.sync.Close())
+	_, resp, err := websocket.DefaultDialer.Dial(st.wsURL(ref, owner), nil)
+	require.ErrorIs(t, err, websocket.ErrBadHandshake)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "5", resp.Header.Get("Retry-After"))
+	require.Equal(t, "unavailable", problemOf(t, resp)["error"].(map[string]any)["code"])
 }
