@@ -201,3 +201,29 @@ func TestNewReleasesWriteConnection(t *testing.T) {
 		require.Equal(t, 1000, n, "connection %d", i)
 	}
 }
+
+// A store on a host's SQLite database refuses writes once closed, instead
+// of taking a connection from the host's pool again (and starting its
+// checkpointer) until another Close.
+func TestWriteAfterCloseOnHostDB(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sqldb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "host.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := bunstore.New(db)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	svc, err := yaps.NewService(yaps.Config{Store: st, PurgeInterval: -1, PollInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Close() })
+	_, err = svc.CreateList(ctx, yaps.CreateListInput{})
+	require.NoError(t, err)
+
+	require.NoError(t, st.Close())
+	require.Zero(t, sqldb.Stats().InUse)
+	_, err = svc.CreateList(ctx, yaps.CreateListInput{})
+	require.True(t, yaps.IsCode(err, yaps.EUNAVAILABLE), "%v", err)
+	require.Zero(t, sqldb.Stats().InUse, "a connection of the host's pool is held")
+}

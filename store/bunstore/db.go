@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // SQLite statements are prepared once per connection and reused: parsing
@@ -103,11 +105,16 @@ func (w *writer) close() {
 	_ = w.conn.Close()
 }
 
+var errClosed = yaps.Errorf(yaps.EUNAVAILABLE, "bunstore: the store is closed")
+
 // writerLocked returns the writer connection, opening it if needed.
 // writeMu is held.
 func (s *Store) writerLocked(ctx context.Context) (*writer, error) {
 	if s.writer != nil {
 		return s.writer, nil
+	}
+	if s.closed {
+		return nil, errClosed
 	}
 	c, err := s.sqldb.Conn(ctx)
 	if err != nil {

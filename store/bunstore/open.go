@@ -46,6 +46,7 @@ type Store struct {
 	writer  *writer // SQLite file: the write connection (db.go), under writeMu
 	group   batchQueue[*writeReq]
 	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
+	closed  bool          // Close was called; under writeMu
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go
 
@@ -306,8 +307,13 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 
 // Close stops the background checkpointer and releases the SQLite write
 // connection (see New), and closes the database if Open opened it.
+//
+// Writes after Close fail with yaps.EUNAVAILABLE: on a host's database
+// they would otherwise take a connection from the host's pool again and
+// restart the checkpointer, and keep both until the next Close.
 func (s *Store) Close() error {
 	s.writeMu.Lock()
+	s.closed = true
 	ck := s.ckpt
 	s.ckpt = nil
 	s.writeMu.Unlock()
