@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -141,6 +143,14 @@ func (p *Problem) marshal() []byte {
 // errorOut renders err as the response of an operation. Rate-limit errors
 // also get a Retry-After header.
 func (st *reqState) errorOut(err error) *rawOut {
+	if st.r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client went away (or the host's deadline for the request
+		// passed): no fault of the server, and nobody reads the answer.
+		st.cfg.Logger.Debug("httpapi: request ended by its context",
+			slog.String("method", st.r.Method), slog.String("url", redactURL(st.r.URL)), slog.String("error", err.Error()))
+		p, k := problemFor(yaps.Errorf(yaps.EUNAVAILABLE, "the request was cancelled"), st.instance())
+		return &rawOut{Status: k.Status, ContentType: problemMediaType, Body: p.marshal()}
+	}
 	p, k := problemFor(err, st.instance())
 	if k.Status >= 500 {
 		st.logFault(err)
