@@ -38,7 +38,9 @@ func (s *server) builtinAccount(r *http.Request) (*yaps.Account, error) {
 }
 
 // account runs the configured resolver. Errors that are not *yaps.Error
-// count as an invalid credential (401).
+// count as an invalid credential (401), and so does an account without an
+// ID: it names no account to own lists or to count requests against, and
+// every such request would share one rate-limit bucket.
 func (s *server) account(r *http.Request) (*yaps.Account, error) {
 	acct, err := s.accounts(r)
 	if err != nil {
@@ -47,6 +49,9 @@ func (s *server) account(r *http.Request) (*yaps.Account, error) {
 			return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid account credential")
 		}
 		return nil, err
+	}
+	if acct != nil && acct.ID == "" {
+		return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid account credential")
 	}
 	return acct, nil
 }

@@ -24,7 +24,8 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 // AccountResolver resolves the account credential of a request, if any. It
 // returns (nil, nil) when the request carries no account credential and an
 // error (preferably a *yaps.Error of kind EUNAUTHORIZED) when it carries one
-// that is not valid. The embedding application supplies its own to let its
+// that is not valid. An Account with an empty ID is an invalid credential
+// too (401), never an anonymous request. The embedding application supplies its own to let its
 // users roll lists up into their accounts (RULINGS R7).
 type AccountResolver func(r *http.Request) (*yaps.Account, error)
 

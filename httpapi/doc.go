@@ -16,7 +16,7 @@
 // # Endpoints (relative to the prefix)
 //
 //	POST   /accounts                               built-in account (only with the default resolver)
-//	GET    /lists                                  lists of the account credential (401 without one)
+//	GET    /lists                                  {lists, nextCursor} of the account credential (401 without one); cursor, limit (1..200, 50)
 //	POST   /lists                                  create a list (no credential; empty body allowed)
 //	GET    /lists/{ref}                            {list, role}
 //	PATCH  /lists/{ref}                            title/name, kind, archivedAt (owner, editor)

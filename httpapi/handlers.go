@@ -708,16 +708,25 @@ func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *ra
 	if acct == nil {
 		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "GET /lists needs an account credential (Authorization: Bearer yak_...)"))
 	}
-	if out := st.checkQuery(); out != nil {
-		return out
+	q, err := st.query()
+	if err != nil {
+		return st.errorOut(err)
 	}
-	ls, err := s.svc.AccountLists(ctx, acct)
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		return st.errorOut(err)
+	}
+	cursor := q.Get("cursor")
+	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
+		return st.errorOut(errInvalid("invalid cursor"))
+	}
+	page, err := s.svc.AccountLists(ctx, acct, cursor, limit)
 	if err != nil {
 		return st.errorOut(err)
 	}
 	st.header().Set("Cache-Control", "private, no-cache")
-	res := AccountLists{Lists: make([]List, 0, len(ls))}
-	for _, l := range ls {
+	res := AccountLists{Lists: make([]List, 0, len(page.Lists)), NextCursor: cursorPtr(page.NextCursor)}
+	for _, l := range page.Lists {
 		res.Lists = append(res.Lists, renderList(l))
 	}
 	return jsonOut(http.StatusOK, res)

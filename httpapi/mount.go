@@ -277,9 +277,11 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "accountLists", Method: http.MethodGet, Path: "/lists", Tags: tagAccounts,
-		Summary:     "List an account's lists",
-		Description: "Returns the lists rolled up into the account of the credential. Without an account credential: 401." + acctNote,
-		Security:    acctSec,
+		Summary: "List an account's lists",
+		Description: "Returns the lists rolled up into the account of the credential, oldest first (createdAt, then ref), paged by cursor. " +
+			"Without an account credential: 401." + acctNote,
+		Security:   acctSec,
+		Parameters: []*huma.Param{paramCursor, paramLimit},
 	}, http.StatusOK, AccountLists{}, 400, 401, 429, 500), s.accountLists)
 
 	handle(s, api, d.op(huma.Operation{

@@ -217,7 +217,8 @@ type ListWithRole struct {
 }
 
 type AccountLists struct {
-	Lists []List `json:"lists"`
+	Lists      []List  `json:"lists" doc:"The account's lists, oldest first (createdAt, then ref)"`
+	NextCursor *string `json:"nextCursor" nullable:"true" doc:"Cursor of the next page; null on the last page"`
 }
 
 type YapPage struct {

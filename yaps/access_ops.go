@@ -386,13 +386,39 @@ func (s *Service) AccountByKey(ctx context.Context, key string) (*Account, error
 	return acct, nil
 }
 
-// AccountLists returns the lists rolled up into acct, oldest first;
-// EUNAUTHORIZED without an account.
-func (s *Service) AccountLists(ctx context.Context, acct *Account) ([]*List, error) {
+// AccountLists returns a page of the lists rolled up into acct, oldest
+// first by (createdAt, ref); EUNAUTHORIZED without an account (nil or an
+// empty ID). cursor is the opaque NextCursor of the previous page for this
+// account (a bad one, or another account's, is EINVALID); limit 0 means the
+// default (50), below 0 or above 200 is EINVALID. Paging keeps an
+// account's inventory answer bounded however many lists it holds.
+func (s *Service) AccountLists(ctx context.Context, acct *Account, cursor string, limit int) (*ListPage, error) {
 	if acct == nil || acct.ID == "" {
 		return nil, Errorf(EUNAUTHORIZED, "an account credential is required")
 	}
-	return s.cfg.Store.ListsByAccount(ctx, acct.ID)
+	n, err := pageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	var after *ListCursor
+	if cursor != "" {
+		if after, err = decodeListCursor(acct.ID, cursor); err != nil {
+			return nil, err
+		}
+	}
+	// One more than the page tells whether another page follows, so the
+	// last page has no cursor.
+	ls, err := s.cfg.Store.ListsByAccount(ctx, acct.ID, after, n+1)
+	if err != nil {
+		return nil, internal(err, "could not read the account's lists")
+	}
+	page := &ListPage{Lists: ls}
+	if len(ls) > n {
+		page.Lists = ls[:n]
+		last := ls[n-1]
+		page.NextCursor = encodeListCursor(acct.ID, ListCursor{CreatedAt: last.CreatedAt, Ref: last.Ref})
+	}
+	return page, nil
 }
 
 // wellFormedRef reports whether ref could name a list: 1–128 characters of

@@ -202,7 +202,7 @@ func TestAccountsAndRollup(t *testing.T) {
 	requireCode(t, yaps.EUNAUTHORIZED, err)
 	_, err = e.svc.AccountByKey(e.ctx, yaps.NewAccountKey())
 	requireCode(t, yaps.EUNAUTHORIZED, err)
-	_, err = e.svc.AccountLists(e.ctx, nil)
+	_, err = e.svc.AccountLists(e.ctx, nil, "", 0)
 	requireCode(t, yaps.EUNAUTHORIZED, err)
 
 	owner := e.list()
@@ -218,9 +218,11 @@ func TestAccountsAndRollup(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.svc.Rollup(e.ctx, owner, other)
 	requireCode(t, yaps.EFORBIDDEN, err)
-	ls, err := e.svc.AccountLists(e.ctx, acct)
+	page, err := e.svc.AccountLists(e.ctx, acct, "", 0)
 	require.NoError(t, err)
+	ls := page.Lists
 	require.Len(t, ls, 1)
+	require.Empty(t, page.NextCursor, "one page")
 	require.Equal(t, owner.List.Ref, ls[0].Ref)
 	require.NotNil(t, ls[0].RolledUpAt)
 	// Writes after rollup keep the account.
@@ -264,6 +266,9 @@ func TestLimit(t *testing.T) {
 		{"another code there shares it", "1.2.3.4", nil, &yaps.Actor{List: rolled, Permission: &yaps.Permission{ID: "P2"}}, yaps.ClassAuthenticated, "acct:A|ip:1.2.3.4"},
 		{"from another address, another budget", "2001:db8::7", nil, viewer, yaps.ClassAuthenticated, "acct:A|ip:2001:db8::/64"},
 		{"account credential", "1.2.3.4", &yaps.Account{ID: "B"}, viewer, yaps.ClassAuthenticated, "acct:B"},
+		// All callers with an empty ID would share the bucket "acct:".
+		{"account without an ID is no credential", "1.2.3.4", &yaps.Account{}, nil, yaps.ClassAnonymous, "ip:1.2.3.4"},
+		{"nor on a rolled-up list", "1.2.3.4", &yaps.Account{}, viewer, yaps.ClassAuthenticated, "acct:A|ip:1.2.3.4"},
 	}
 	for _, c := range cases {
 		_, err := e.svc.Limit(e.ctx, yaps.LimitRead, c.ip, c.acct, c.actor)

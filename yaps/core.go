@@ -112,7 +112,9 @@ func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *
 	var class LimitClass
 	var key string
 	switch {
-	case acct != nil:
+	case acct != nil && acct.ID != "":
+		// An account without an ID is no credential: its callers would
+		// all share the one bucket "acct:".
 		class, key = ClassAuthenticated, "acct:"+acct.ID
 	case a != nil && a.List != nil && a.List.AccountID != "":
 		class, key = ClassAuthenticated, "acct:"+a.List.AccountID+"|ip:"+AddressKey(ip)

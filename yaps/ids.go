@@ -41,19 +41,22 @@ var yapIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // A-Za-z0-9_- (RULINGS R9).
 func ValidYapID(id string) bool { return yapIDPattern.MatchString(id) }
 
-// Cursors are opaque to clients and bound to the list they were issued
-// for: unpadded base64url of
+// Cursors are opaque to clients and bound to the list (or, on GET /lists,
+// the account) they were issued for: unpadded base64url of
 //
 //	'Y' "<createdAt unix millis>.<yap id>" <tag>   (GET /lists/{ref}/yaps)
 //	'A' "<audit seq>" <tag>                       (GET /lists/{ref}/audit)
+//	'L' "<createdAt unix millis>.<list ref>" <tag> (GET /lists)
 //
 // where <tag> is the first cursorTagLen bytes of SHA-256("yaps cursor\x00" +
-// list ref + "\x00" + the bytes before the tag). A cursor decodes only on the
-// endpoint (first byte) and the list it came from, and only whole: a cursor
-// cut short, or edited, fails the tag instead of decoding to another valid
-// position. Anything else, another list's cursor included, is EINVALID, like
-// any malformed cursor, rather than a position that silently skips items.
-// The tag is a check, not a secret: cursors are positions, not credentials.
+// bind + "\x00" + the bytes before the tag), bind being the list ref, or the
+// account ID for 'L' (GET /lists names no list). A cursor decodes only on
+// the endpoint (first byte) and the list or account it came from, and only
+// whole: a cursor cut short, or edited, fails the tag instead of decoding to
+// another valid position. Anything else, another list's cursor included, is
+// EINVALID, like any malformed cursor, rather than a position that silently
+// skips items. The tag is a check, not a secret: cursors are positions, not
+// credentials.
 // Cursors of earlier formats (a decimal digit or 'a' first; the tag before
 // the position) are EINVALID too: a client paging across an upgrade gets
 // 400 once and starts again from the first page.
@@ -66,35 +69,36 @@ const cursorTagLen = 6
 const (
 	yapCursorKind   = 'Y'
 	auditCursorKind = 'A'
+	listCursorKind  = 'L'
 )
 
-// cursorTag returns the tag of a cursor for list ref whose bytes before the
-// tag are body.
-func cursorTag(ref string, body []byte) [cursorTagLen]byte {
+// cursorTag returns the tag of a cursor bound to bind (a list ref or an
+// account ID) whose bytes before the tag are body.
+func cursorTag(bind string, body []byte) [cursorTagLen]byte {
 	h := sha256.New()
-	h.Write([]byte("yaps cursor\x00" + ref + "\x00"))
+	h.Write([]byte("yaps cursor\x00" + bind + "\x00"))
 	h.Write(body)
 	var sum [sha256.Size]byte
 	return [cursorTagLen]byte(h.Sum(sum[:0])[:cursorTagLen])
 }
 
-// encodeCursor returns the cursor of kind for list ref with payload.
-func encodeCursor(kind byte, ref, payload string) string {
+// encodeCursor returns the cursor of kind bound to bind with payload.
+func encodeCursor(kind byte, bind, payload string) string {
 	b := make([]byte, 0, 1+len(payload)+cursorTagLen)
 	b = append(append(b, kind), payload...)
-	tag := cursorTag(ref, b)
+	tag := cursorTag(bind, b)
 	return base64.RawURLEncoding.EncodeToString(append(b, tag[:]...))
 }
 
-// decodeCursor returns the payload of s if it is a whole cursor of kind for
-// list ref.
-func decodeCursor(kind byte, ref, s string) (string, bool) {
+// decodeCursor returns the payload of s if it is a whole cursor of kind
+// bound to bind.
+func decodeCursor(kind byte, bind, s string) (string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) <= 1+cursorTagLen || b[0] != kind {
 		return "", false
 	}
 	body := b[:len(b)-cursorTagLen]
-	tag := cursorTag(ref, body)
+	tag := cursorTag(bind, body)
 	if !bytes.Equal(b[len(body):], tag[:]) {
 		return "", false
 	}
@@ -120,6 +124,30 @@ func decodeYapCursor(ref, s string) (*YapCursor, error) {
 		return nil, bad
 	}
 	return &YapCursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
+}
+
+// encodeListCursor returns the GET /lists cursor after c. It is bound to
+// the account: another account's cursor is EINVALID, never a position in
+// this account's lists.
+func encodeListCursor(accountID string, c ListCursor) string {
+	return encodeCursor(listCursorKind, accountID, strconv.FormatInt(c.CreatedAt.UnixMilli(), 10)+"."+c.Ref)
+}
+
+func decodeListCursor(accountID, s string) (*ListCursor, error) {
+	bad := Errorf(EINVALID, "cursor is not valid")
+	p, ok := decodeCursor(listCursorKind, accountID, s)
+	if !ok {
+		return nil, bad
+	}
+	ms, ref, ok := strings.Cut(p, ".")
+	if !ok || !wellFormedRef(ref) {
+		return nil, bad
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 0 {
+		return nil, bad
+	}
+	return &ListCursor{CreatedAt: time.UnixMilli(n).UTC(), Ref: ref}, nil
 }
 
 func encodeSeqCursor(ref string, seq int64) string {

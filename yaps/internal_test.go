@@ -147,6 +147,40 @@ func TestCursors(t *testing.T) {
 	}
 }
 
+// TestListCursors: GET /lists cursors are bound to the account (there is
+// no list ref to bind them to), and to their kind: a yaps cursor bound to
+// the same string is not a list cursor.
+func TestListCursors(t *testing.T) {
+	t.Parallel()
+	const acct = "0193a000-0000-7000-8000-000000000001"
+	c := ListCursor{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC), Ref: "AAAAAAAAAAAAAAAAAAAAAA"}
+	whole := encodeListCursor(acct, c)
+	got, err := decodeListCursor(acct, whole)
+	require.NoError(t, err)
+	require.Equal(t, &c, got)
+	for _, tc := range []struct {
+		name, acct, cursor string
+	}{
+		{"another account", "0193a000-0000-7000-8000-000000000002", whole},
+		{"a yaps cursor", acct, encodeYapCursor(acct, YapCursor{CreatedAt: c.CreatedAt, ID: c.Ref})},
+		{"an audit cursor", acct, encodeSeqCursor(acct, 7)},
+		{"no ref", acct, encodeCursor(listCursorKind, acct, "123.")},
+		{"a ref outside the alphabet", acct, encodeCursor(listCursorKind, acct, "123.a/b")},
+		{"negative time", acct, encodeCursor(listCursorKind, acct, "-1.abc")},
+		{"empty", acct, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := decodeListCursor(tc.acct, tc.cursor)
+			require.Equal(t, EINVALID, ErrorCode(err))
+		})
+	}
+	for i := 1; i < len(whole); i++ {
+		_, err := decodeListCursor(acct, whole[:i])
+		require.Equal(t, EINVALID, ErrorCode(err), "%d of %d characters", i, len(whole))
+	}
+}
+
 func TestETagMatches(t *testing.T) {
 	t.Parallel()
 	require.True(t, etagMatches(`"a"`, `"a"`))

@@ -41,14 +41,21 @@ func (s *Service) replay(ctx context.Context, scope, key string, hash []byte) (*
 }
 
 // CreateList creates an anonymous list, or one in in.Account when an
-// account credential was sent (it is then rolled up from the start). The
-// answer carries the owner code once. With in.IdempotencyKey, a retry with
-// the same key and request hash returns only CreatedList.Replay (the stored
-// first answer, rendered by Config.Render); the same key with another hash
-// is EINVALID. The stored answer contains the owner code, so it is sealed
-// with the client's Idempotency-Key (see sealRecord): the store holds no
-// usable secret.
+// account credential was sent (it is then rolled up from the start; an
+// Account with an empty ID is EUNAUTHORIZED). The answer carries the owner
+// code once. With in.IdempotencyKey, a retry with the same key and request
+// hash returns only CreatedList.Replay (the stored first answer, rendered
+// by Config.Render); the same key with another hash is EINVALID. The
+// stored answer contains the owner code, so it is sealed with the
+// client's Idempotency-Key (see sealRecord): the store holds no usable
+// secret.
 func (s *Service) CreateList(ctx context.Context, in CreateListInput) (*CreatedList, error) {
+	// An account without an ID would stamp rolledUpAt on a list no account
+	// holds (a later rollup would merge it again) and share the idempotency
+	// scope "lists:acct:" with every such caller: refuse it as Rollup does.
+	if in.Account != nil && in.Account.ID == "" {
+		return nil, Errorf(EUNAUTHORIZED, "the account credential is not valid (no account ID)")
+	}
 	scope := createListScope(&in)
 	if in.IdempotencyKey != "" {
 		rec, err := s.replay(ctx, scope, in.IdempotencyKey, in.RequestHash)

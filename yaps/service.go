@@ -189,6 +189,12 @@ type YapPage struct {
 	NextCursor string // "" on the last page
 }
 
+// ListPage is one page of GET /lists.
+type ListPage struct {
+	Lists      []*List
+	NextCursor string // "" on the last page
+}
+
 // AuditPage is one page of GET /lists/{ref}/audit.
 type AuditPage struct {
 	Entries    []*AuditEntry

@@ -27,8 +27,11 @@ type Store interface {
 	// List returns the list with the given ref.
 	List(ctx context.Context, ref string) (*List, error)
 
-	// ListsByAccount returns the lists rolled up into an account, oldest first.
-	ListsByAccount(ctx context.Context, accountID string) ([]*List, error)
+	// ListsByAccount returns the lists rolled up into an account ordered
+	// by (CreatedAt, Ref), strictly after after (nil: from the first), at
+	// most limit of them (limit <= 0: all). An empty accountID matches no
+	// list.
+	ListsByAccount(ctx context.Context, accountID string, after *ListCursor, limit int) ([]*List, error)
 
 	// PermissionByHash returns the permission (revoked or not) whose code
 	// hashes to hash.
@@ -187,6 +190,12 @@ type YapQuery struct {
 type YapCursor struct {
 	CreatedAt time.Time
 	ID        string
+}
+
+// ListCursor is the position of a list in the (CreatedAt, Ref) order.
+type ListCursor struct {
+	CreatedAt time.Time
+	Ref       string
 }
 
 // YapKey names one yap.

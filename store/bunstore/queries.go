@@ -38,10 +38,12 @@ func buildQueries(pg bool) *queries {
 		insertList: `INSERT INTO lists (` + listCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
 		listByRef:  `SELECT ` + listCols + ` FROM lists WHERE ref = $1`,
 		// SQLite has no row locks; its write transactions are exclusive.
-		listForUpdate:  `SELECT ` + listCols + `, state_seq FROM lists WHERE ref = $1` + forUpdate,
-		listsByAccount: `SELECT ` + listCols + ` FROM lists WHERE account_id = $1 ORDER BY created_at, ref`,
-		saveList:       saveListSQL,
-		setDocVersion:  `UPDATE lists SET doc_version = $2 WHERE ref = $1`,
+		listForUpdate: `SELECT ` + listCols + `, state_seq FROM lists WHERE ref = $1` + forUpdate,
+		// Keyset paging on the lists_account index (account_id, created_at, ref).
+		listsByAccount: `SELECT ` + listCols + ` FROM lists
+			WHERE account_id = $1 AND (created_at, ref) > ($2, $3) ORDER BY created_at, ref LIMIT $4`,
+		saveList:      saveListSQL,
+		setDocVersion: `UPDATE lists SET doc_version = $2 WHERE ref = $1`,
 
 		// One statement, so the header and the updates come from one
 		// snapshot even while a compaction runs. Row 0 is the header.

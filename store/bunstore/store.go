@@ -138,8 +138,16 @@ func (s *Store) List(ctx context.Context, ref string) (*yaps.List, error) {
 }
 
 // ListsByAccount implements yaps.Store.
-func (s *Store) ListsByAccount(ctx context.Context, accountID string) ([]*yaps.List, error) {
-	rows, err := s.query(ctx, nil, s.q.listsByAccount, accountID)
+func (s *Store) ListsByAccount(ctx context.Context, accountID string, after *yaps.ListCursor, limit int) ([]*yaps.List, error) {
+	afterAt, afterRef := int64(math.MinInt64), ""
+	if after != nil {
+		afterAt, afterRef = ms(after.CreatedAt), after.Ref
+	}
+	n := int64(limit)
+	if n <= 0 {
+		n = math.MaxInt32
+	}
+	rows, err := s.query(ctx, nil, s.q.listsByAccount, accountID, afterAt, afterRef, n)
 	if err != nil {
 		return nil, wrap(err, "lists")
 	}

@@ -138,22 +138,31 @@ func (s *Store) List(ctx context.Context, ref string) (*yaps.List, error) {
 }
 
 // ListsByAccount implements yaps.Store.
-func (s *Store) ListsByAccount(ctx context.Context, accountID string) ([]*yaps.List, error) {
+func (s *Store) ListsByAccount(ctx context.Context, accountID string, after *yaps.ListCursor, limit int) ([]*yaps.List, error) {
+	cmp := func(at time.Time, ref string, b *yaps.List) int {
+		if c := at.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(ref, b.Ref)
+	}
 	s.mu.RLock()
 	var out []*yaps.List
 	for _, ld := range s.lists {
-		if accountID != "" && ld.list.AccountID == accountID {
-			l := ld.list
-			out = append(out, &l)
+		if accountID == "" || ld.list.AccountID != accountID {
+			continue
 		}
+		// Stored times are whole milliseconds; so is the cursor's.
+		if after != nil && cmp(yaps.Truncate(after.CreatedAt), after.Ref, &ld.list) >= 0 {
+			continue
+		}
+		l := ld.list
+		out = append(out, &l)
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *yaps.List) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Ref, b.Ref)
-	})
+	slices.SortFunc(out, func(a, b *yaps.List) int { return cmp(a.CreatedAt, a.Ref, b) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
 	return out, nil
 }
 

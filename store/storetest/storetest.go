@@ -93,8 +93,14 @@ type fixture struct {
 
 func newList(t *testing.T, s yaps.Store, created time.Time) fixture {
 	t.Helper()
+	return newListRef(t, s, id("l"), created)
+}
+
+// newListRef is newList with a chosen ref.
+func newListRef(t *testing.T, s yaps.Store, ref string, created time.Time) fixture {
+	t.Helper()
 	l := &yaps.List{
-		Ref: id("l"), Title: "Groceries", Kind: yaps.KindTask,
+		Ref: ref, Title: "Groceries", Kind: yaps.KindTask,
 		CreatedAt: created, UpdatedAt: created, DocVersion: 1,
 	}
 	owner := &yaps.Permission{
@@ -742,33 +748,86 @@ func testConcurrentUpdates(t *testing.T, s yaps.Store) {
 }
 
 func testListsByAccount(t *testing.T, s yaps.Store) {
-	lists := []fixture{newList(t, s, at(3)), newList(t, s, at(1)), newList(t, s, at(2)), newList(t, s, at(0))}
 	acct, other := id("a"), id("a")
 	rollup := func(f fixture, acct string) {
+		t.Helper()
 		update(t, s, f.list.Ref, func(tx yaps.Tx) error {
 			l := tx.List()
 			l.AccountID, l.RolledUpAt = acct, ptr(at(10))
 			return tx.SaveList(l)
 		})
 	}
-	rollup(lists[0], acct)
-	rollup(lists[1], acct)
-	rollup(lists[2], other)
+	// Three lists tie on createdAt, so their refs order them, bytewise:
+	// "Z" < "a" < "b" (a locale collation would differ). The suffix keeps
+	// refs unique per run.
+	sfx := id("")
+	mine := map[string]time.Time{"x" + sfx: at(3), "Z" + sfx: at(1), "b" + sfx: at(1), "a" + sfx: at(1), "0" + sfx: at(2)}
+	for ref, created := range mine {
+		rollup(newListRef(t, s, ref, created), acct)
+	}
+	rollup(newList(t, s, at(0)), other)
+	newList(t, s, at(1)) // anonymous
+	want := []string{"Z" + sfx, "a" + sfx, "b" + sfx, "0" + sfx, "x" + sfx}
 
-	got, err := s.ListsByAccount(ctx, acct)
+	for _, tc := range []struct {
+		name  string
+		limit int
+	}{
+		{"1", 1}, {"2", 2}, {"3", 3}, {"5: the last page is full", 5}, {"100", 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			var after *yaps.ListCursor
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 10, "paging does not terminate")
+				page, err := s.ListsByAccount(ctx, acct, after, tc.limit)
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(page), tc.limit)
+				if len(page) == 0 {
+					break
+				}
+				for _, l := range page {
+					require.Equal(t, acct, l.AccountID)
+					require.Equal(t, ptr(utc(at(10))), l.RolledUpAt, "the whole list is returned")
+					got = append(got, l.Ref)
+				}
+				last := page[len(page)-1]
+				after = &yaps.ListCursor{CreatedAt: last.CreatedAt, Ref: last.Ref}
+			}
+			require.Equal(t, want, got, "oldest first, then by ref")
+		})
+	}
+
+	got, err := s.ListsByAccount(ctx, acct, nil, 0)
 	require.NoError(t, err)
-	require.Len(t, got, 2)
-	require.Equal(t, lists[1].list.Ref, got[0].Ref, "oldest first")
-	require.Equal(t, lists[0].list.Ref, got[1].Ref)
-	require.Equal(t, acct, got[0].AccountID)
-	require.Equal(t, ptr(utc(at(10))), got[0].RolledUpAt)
+	require.Len(t, got, len(want), "limit 0: all")
 
-	got, err = s.ListsByAccount(ctx, id("a"))
+	// A cursor between existing positions, in another zone: "a" sorts
+	// before "a"+sfx.
+	got, err = s.ListsByAccount(ctx, acct, &yaps.ListCursor{CreatedAt: at(1).In(time.FixedZone("X", -7200)), Ref: "a"}, 3)
+	require.NoError(t, err)
+	require.Equal(t, want[1:4], refs(got))
+	got, err = s.ListsByAccount(ctx, acct, &yaps.ListCursor{CreatedAt: at(3), Ref: "x" + sfx}, 10)
+	require.NoError(t, err)
+	require.Empty(t, got, "after the last")
+
+	got, err = s.ListsByAccount(ctx, other, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	got, err = s.ListsByAccount(ctx, id("a"), nil, 10)
 	require.NoError(t, err)
 	require.Empty(t, got)
-	got, err = s.ListsByAccount(ctx, "")
+	got, err = s.ListsByAccount(ctx, "", nil, 10)
 	require.NoError(t, err)
 	require.Empty(t, got, "anonymous lists belong to no account")
+}
+
+func refs(ls []*yaps.List) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.Ref
+	}
+	return out
 }
 
 func testAccounts(t *testing.T, s yaps.Store) {
