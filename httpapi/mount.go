@@ -57,6 +57,7 @@ func HumaConfig(cfg Config) huma.Config {
 	for name, sc := range accountSchemes(cfg) {
 		hc.Components.SecuritySchemes[name] = sc
 	}
+	ownRegistries.Store(hc.Components.Schemas, struct{}{}) // plain schema names (schemas.go)
 	return hc
 }
 
@@ -163,7 +164,10 @@ func notFoundHandler(mux *http.ServeMux, prefix string) http.Handler {
 // Only this API is affected; other Huma APIs of the process keep Huma's
 // defaults, and huma.NewError is never touched. The OpenAPI entries of
 // operations registered on api after Register document that Problem too,
-// in place of Huma's ErrorModel (422 documented as 400). It panics on an
+// in place of Huma's ErrorModel (422 documented as 400). On an API not
+// built from HumaConfig (a host's own), this package's schemas are named
+// with the prefix "Yaps" (YapsList, YapsProblem), so that they cannot clash
+// with the host's types of the same name (see schemas.go). It panics on an
 // invalid configuration and on a nil service.
 func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	if svc == nil {
@@ -194,21 +198,29 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		schemes["account"] = cfg.AccountScheme
 	}
 	api.UseMiddleware(s.middleware)
-	d := &documenter{reg: oapi.Components.Schemas}
+	reg := registryFor(oapi)
+	if p, ok := reg.(*prefixedRegistry); ok {
+		// While our operations are added, Huma's hooks (its schema links)
+		// look up their schemas' types in the API's registry: give them
+		// ours, and the host's back after.
+		oapi.Components.Schemas = p
+		defer func() { oapi.Components.Schemas = p.Registry }()
+	}
+	d := &documenter{reg: reg}
 	// Operations added from here on (ours and the host's) document the
 	// Problem in place of Huma's ErrorModel, as the middleware answers it.
 	// Huma's error schemas are dropped once our operations are in (end of
 	// Register), and again after each operation the host adds.
 	registered := false
 	oapi.OnAddOperation = append(oapi.OnAddOperation, func(oapi *huma.OpenAPI, op *huma.Operation) {
-		problemErrors(oapi, op)
+		problemErrors(oapi, reg, op)
 		if registered {
-			dropUnusedHumaErrors(oapi)
+			dropUnusedHumaErrors(oapi, reg)
 		}
 	})
 	defer func() {
 		registered = true
-		dropUnusedHumaErrors(oapi)
+		dropUnusedHumaErrors(oapi, reg)
 	}()
 
 	public := []map[string][]string{{}} // no credential needed
@@ -413,8 +425,8 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		oapi.AddOperation(&op)
 	}
 
-	if reg := oapi.Components.Schemas; reg != nil {
-		if page := reg.Map()["YapPage"]; page != nil && page.Properties["yaps"] != nil {
+	if reg != nil {
+		if page := reg.Map()[schemaName(reg, "YapPage")]; page != nil && page.Properties["yaps"] != nil {
 			page.Properties["yaps"].Items = yapSchema.s(reg)
 		}
 	}
@@ -493,11 +505,10 @@ const errNilService = "httpapi: nil *yaps.Service"
 // operations already document the Problem and are left as they are.
 // Huma's error schemas that nothing refers to any more are dropped after
 // it (dropUnusedHumaErrors).
-func problemErrors(oapi *huma.OpenAPI, op *huma.Operation) {
+func problemErrors(oapi *huma.OpenAPI, reg huma.Registry, op *huma.Operation) {
 	if oapi.Components == nil || oapi.Components.Schemas == nil {
 		return
 	}
-	reg := oapi.Components.Schemas
 	ps := problemSchema(reg)
 	humaErr := reflect.TypeOf(huma.NewError(0, ""))
 	for humaErr != nil && humaErr.Kind() == reflect.Pointer {
@@ -543,12 +554,11 @@ func problemSchema(reg huma.Registry) *huma.Schema {
 // dropUnusedHumaErrors removes Huma's ErrorModel and ErrorDetail schemas,
 // which every huma.Register call adds to the registry, while no part of the
 // document refers to them. Huma's registry adds them again when next asked.
-func dropUnusedHumaErrors(oapi *huma.OpenAPI) {
+func dropUnusedHumaErrors(oapi *huma.OpenAPI, reg huma.Registry) {
 	if oapi.Components == nil || oapi.Components.Schemas == nil {
 		return
 	}
-	reg := oapi.Components.Schemas
-	prefix := strings.TrimSuffix(problemSchema(reg).Ref, "Problem")
+	prefix := schemaRefs
 	m := reg.Map()
 	dropped := map[string]*huma.Schema{}
 	for name, t := range map[string]reflect.Type{"ErrorModel": reflect.TypeOf(huma.ErrorModel{}), "ErrorDetail": reflect.TypeOf(huma.ErrorDetail{})} {
