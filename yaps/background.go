@@ -28,7 +28,9 @@ func (s *Service) background(interval time.Duration) {
 			s.docs.evictIdle()
 		case <-purge:
 			if n, err := s.Purge(ctx); err != nil {
-				s.log.Error("yaps: purge failed", "err", err, "purged", n)
+				if ctx.Err() == nil { // else Close cut it short
+					s.log.Error("yaps: purge failed", "err", err, "purged", n)
+				}
 			} else if n > 0 {
 				s.log.Info("yaps: purged deleted yaps", "purged", n)
 			}
@@ -66,11 +68,13 @@ func (s *Service) poller(interval time.Duration) {
 	}
 }
 
+// compactAsync compacts ref's document in the background; compactLater
+// started it. Close cancels it (the next process compacts).
 func (s *Service) compactAsync(ref string) {
 	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
-	if err := s.compact(ctx, ref, true); err != nil {
+	if err := s.compact(ctx, ref, true); err != nil && s.ctx.Err() == nil {
 		s.log.Error("yaps: compaction failed", "list", ref, "err", err)
 	}
 }
@@ -126,13 +130,14 @@ func (s *Service) compactLater(e *docEntry) {
 	if e.compacting {
 		return
 	}
-	select {
-	case <-s.stop: // closing: the next process compacts
-	default:
-		e.compacting = true
-		s.wg.Add(1)
-		go s.compactAsync(e.ref)
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closing { // the next process compacts
+		return
 	}
+	e.compacting = true
+	s.wg.Add(1)
+	go s.compactAsync(e.ref)
 }
 
 // compactDue reports whether the entry's update log is due for compaction

@@ -30,6 +30,8 @@ type docEntry struct {
 	compactRunning bool
 	stale          bool                   // doc was dropped: rooms may lack what the reload finds
 	perms          map[string]bool        // active permission ids seen by the poller
+	permsAt        ListVersion            // the counts ListVersions gave before perms was read (DocVersion unused)
+	permsAtKnown   bool                   // permsAt is set (a Notifier's resync reads perms without it)
 	owners         map[any]string         // yap maps and their Y.Text/Y.Array members -> yap id; nil: rebuild
 	auditAt        map[auditKey]time.Time // last committed coalescing sync audit entry per (code, yap)
 
@@ -443,23 +445,61 @@ func (s *Service) withDoc(ctx context.Context, ref string, fn func(e *docEntry) 
 func (s *Service) Pin(ref string) (unpin func()) { return s.docs.pin(ref) }
 
 // poll refreshes every pinned or watched document, so sync rooms on this
-// process relay what other processes wrote (RULINGS R10).
+// process relay what other processes wrote (RULINGS R10). One
+// Store.ListVersions call tells which of them changed; only those are read,
+// so a tick over idle rooms costs a query, not two per room.
 func (s *Service) poll(ctx context.Context) {
-	for _, ref := range s.docs.watched() {
+	refs := s.docs.watched()
+	if len(refs) == 0 {
+		return
+	}
+	versions, err := s.cfg.Store.ListVersions(ctx, refs)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("yaps: polling watched lists failed", "lists", len(refs), "err", err)
+		}
+		return
+	}
+	for _, ref := range refs {
 		if ctx.Err() != nil {
 			return
 		}
-		err := s.withDoc(ctx, ref, func(e *docEntry) error { return s.pollPermissions(ctx, e) })
-		if err != nil && ctx.Err() == nil && !IsCode(err, ENOTFOUND) {
+		v, ok := versions[ref]
+		if !ok {
+			continue // no such list: nothing to catch up with
+		}
+		if err := s.pollList(ctx, ref, v); err != nil && ctx.Err() == nil && !IsCode(err, ENOTFOUND) {
 			s.log.Warn("yaps: refreshing a list document failed", "list", ref, "err", err)
 		}
 	}
 }
 
+// pollList catches ref's document up and emits revocations if v, read
+// before, says they changed since the entry last looked.
+func (s *Service) pollList(ctx context.Context, ref string, v ListVersion) error {
+	e := s.docs.acquireWatched(ref)
+	if e == nil {
+		return nil // no longer watched
+	}
+	defer s.docs.release(e)
+	// A seq this process wrote after v was read differs too: fresh then
+	// finds nothing, which is rare and harmless.
+	if e.doc == nil || e.seq != v.DocVersion {
+		if err := s.fresh(ctx, e); err != nil {
+			return err
+		}
+	}
+	if e.perms == nil || !e.permsAtKnown || e.permsAt.Permissions != v.Permissions || e.permsAt.Revoked != v.Revoked {
+		return s.pollPermissions(ctx, e, &v)
+	}
+	return nil
+}
+
 // pollPermissions emits EventCodeRevoked for permissions of the list that
 // were revoked since the last poll (by any process), so sync connections
-// using them are closed. mu must be held.
-func (s *Service) pollPermissions(ctx context.Context, e *docEntry) error {
+// using them are closed. at is the list's version read before (nil:
+// unknown, so the next poll reads the permissions again). mu must be held.
+func (s *Service) pollPermissions(ctx context.Context, e *docEntry, at *ListVersion) error {
 	ps, err := s.cfg.Store.Permissions(ctx, e.ref)
 	if err != nil {
 		return err
@@ -476,6 +516,13 @@ func (s *Service) pollPermissions(ctx context.Context, e *docEntry) error {
 		}
 	}
 	e.perms = now
+	// at was read before ps, so ps is at least as new: a change between
+	// the two makes the next poll read the permissions again, never skip
+	// one.
+	e.permsAtKnown = at != nil
+	if at != nil {
+		e.permsAt = *at
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ func NewService(cfg Config) (*Service, error) {
 		subs: make(map[int]func(Event)),
 		stop: make(chan struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocCacheMemory, cfg.DocIdleTimeout)
 	s.auth = newAuthCache(cfg.AuthCacheTTL)
 	s.coalesceDetail = "sync"
@@ -55,10 +56,18 @@ func (s *Service) Prefix() string { return s.cfg.Prefix }
 func (s *Service) PublicURL() string { return s.cfg.PublicURL }
 
 // Close stops background work (compaction, purge, polling, eviction,
-// notices; queued notices get up to a second to be published). It does not
-// close the Store or the Notifier. The Service must not be used afterwards.
+// notices; queued notices get up to a second to be published): what waits
+// on the store is cancelled, and nothing new starts once Close began. It
+// does not close the Store or the Notifier. The Service must not be used
+// afterwards.
 func (s *Service) Close() error {
-	s.stopOnce.Do(func() { close(s.stop) })
+	s.stopOnce.Do(func() {
+		s.bgMu.Lock()
+		s.closing = true
+		s.bgMu.Unlock()
+		close(s.stop)
+		s.cancel()
+	})
 	s.wg.Wait()
 	return nil
 }

@@ -57,7 +57,9 @@
 //     inside its transaction; Refresh catches a document up on demand, and
 //     a poller (Config.PollInterval) refreshes documents that sync uses
 //     (Pin, or any sync call within DocIdleTimeout), emitting the updates,
-//     revocations and list changes other processes made.
+//     revocations and list changes other processes made. Each tick asks
+//     the store for every such list's version in one call
+//     (Store.ListVersions) and reads only the lists that changed.
 //   - With a Config.Notifier (store/pgnotify: Postgres LISTEN/NOTIFY) the
 //     processes push instead: after each commit the Service publishes a
 //     Notice (NoticeDoc with the list's last seq, NoticePermission for a

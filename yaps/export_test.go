@@ -1,5 +1,7 @@
 package yaps
 
+import "context"
+
 // WriteAheads reports how many writes of s took the write-ahead path.
 func WriteAheads(s *Service) int64 { return s.writeAheads.Load() }
 
@@ -18,3 +20,6 @@ func HoldDoc(s *Service, ref string) (release func()) {
 	e := s.docs.acquire(ref)
 	return func() { s.docs.release(e) }
 }
+
+// Poll runs one tick of the poller.
+func Poll(s *Service, ctx context.Context) { s.poll(ctx) }

@@ -410,7 +410,7 @@ func (s *Service) refreshFromNotice(ctx context.Context, ref string, w refreshWo
 		}
 	}
 	if w.full {
-		if err := s.pollPermissions(ctx, e); err != nil {
+		if err := s.pollPermissions(ctx, e, nil); err != nil {
 			return err
 		}
 		// A revocation missed while not listening is only found by

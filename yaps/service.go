@@ -1,6 +1,7 @@
 package yaps
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,14 @@ type Service struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// ctx is cancelled by Close: background work that may wait on the
+	// store (compaction) runs under it, so Close does not wait it out.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// bgMu orders starting background work (wg.Add) against Close, which
+	// sets closing under it: nothing starts once Close waits on wg.
+	bgMu    sync.Mutex
+	closing bool
 }
 
 // CreateListInput is the body of POST /lists plus request metadata.

@@ -61,6 +61,15 @@ type Store interface {
 	// Updates after seq are kept, so compaction never loses a concurrent write.
 	CompactDoc(ctx context.Context, listRef string, seq int64, state []byte) error
 
+	// ListVersions returns, for each ref in refs that names a list, what
+	// tells whether the list changed (see ListVersion), keyed by ref; refs
+	// of no list are left out, and duplicates are allowed. Each list's
+	// values come from one snapshot. The poller calls it once per tick
+	// for every list that sync watches, and reads a list's document and
+	// permissions only when its values differ from those it last saw, so
+	// it must cost one query (or a few, for many refs), not one per ref.
+	ListVersions(ctx context.Context, refs []string) (map[string]ListVersion, error)
+
 	// UpdateCount returns how many log updates follow the compacted state.
 	UpdateCount(ctx context.Context, listRef string) (int64, error)
 
@@ -202,6 +211,24 @@ type ListCursor struct {
 type YapKey struct {
 	ListRef string
 	ID      string
+}
+
+// ListVersion is what Store.ListVersions reports of one list.
+//
+// DocVersion is the list's DocVersion: the last seq of its update log,
+// the LastSeq Doc would return. Every append raises it, and compaction
+// leaves it alone.
+//
+// Permissions counts the list's permissions, revoked or not, and Revoked
+// those of them that are revoked. Stores never delete a permission nor
+// clear a revocation (revoking a revoked permission changes nothing), so
+// creating a permission raises Permissions and revoking one raises
+// Revoked: the pair changes whenever the set of the list's unrevoked
+// permissions (Store.Permissions) does.
+type ListVersion struct {
+	DocVersion  int64
+	Permissions int64
+	Revoked     int64
 }
 
 // DocLog is a list document as stored.

@@ -1,5 +1,10 @@
 package bunstore
 
+import (
+	"fmt"
+	"strings"
+)
+
 // queries holds every statement, written once with $N placeholders and
 // rewritten for the dialect at New. The SQL is portable between SQLite and
 // Postgres (ON CONFLICT, RETURNING, row values) except where noted.
@@ -19,6 +24,40 @@ type queries struct {
 	insertIdem, idemByKey, deleteIdemBefore                                               string
 	listAuth                                                                              string
 	claimClient, clientWriter                                                             string
+	// listVersions[i] reads the versions of listVersionsMin<<i refs.
+	listVersions []string
+}
+
+// ListVersions reads at most listVersionsMax refs per statement, far under
+// SQLite's 32,766 parameters (and 999 before SQLite 3.32). A shorter set
+// is padded (with its last ref) to the next power of two from
+// listVersionsMin, so there are few statement texts to prepare and cache.
+const (
+	listVersionsMin = 8
+	listVersionsMax = 512
+)
+
+// listVersionsSQL reads the version of each list among n refs. The join
+// walks the permissions_list index by list_ref. SQLite gets anonymous
+// "?" placeholders: modernc's driver looks up each numbered one's name in
+// a list of them all when binding, which made binding 512 of them take a
+// tenth of an idle poll.
+func listVersionsSQL(pg bool, n int) string {
+	var b strings.Builder
+	b.WriteString(`SELECT l.ref, l.doc_version, COUNT(p.id), COUNT(p.revoked_at)
+		FROM lists l LEFT JOIN permissions p ON p.list_ref = l.ref WHERE l.ref IN (`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if pg {
+			fmt.Fprintf(&b, "$%d", i+1)
+		} else {
+			b.WriteString("?")
+		}
+	}
+	b.WriteString(`) GROUP BY l.ref, l.doc_version`)
+	return b.String()
 }
 
 const listCols = `ref, title, kind, created_at, updated_at, archived_at, rolled_up_at, account_id, doc_version`
@@ -119,6 +158,9 @@ func buildQueries(pg bool) *queries {
 		claimClient:  `INSERT INTO doc_clients (list_ref, client, permission_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 		clientWriter: `SELECT permission_id FROM doc_clients WHERE list_ref = $1 AND client = $2`,
 	}
+	for n := listVersionsMin; n <= listVersionsMax; n *= 2 {
+		q.listVersions = append(q.listVersions, listVersionsSQL(pg, n))
+	}
 	if !pg {
 		q.docHeaderAndUpdates = `SELECT 0, state_seq, doc_version,
 			CASE WHEN $2 < state_seq THEN (SELECT state FROM doc_states WHERE list_ref = $1) END FROM lists WHERE ref = $1
@@ -146,7 +188,7 @@ func (q *queries) all() []string {
 }
 
 func (q *queries) ptrs() []*string {
-	return []*string{
+	out := []*string{
 		&q.insertList, &q.listByRef, &q.listForUpdate, &q.listsByAccount, &q.saveList, &q.setDocVersion,
 		&q.docHeaderAndUpdates, &q.updatesSince, &q.insertUpdate,
 		&q.compactRead, &q.compactWrite, &q.compactState, &q.compactDelete, &q.updateCount,
@@ -158,4 +200,8 @@ func (q *queries) ptrs() []*string {
 		&q.listAuth,
 		&q.claimClient, &q.clientWriter,
 	}
+	for i := range q.listVersions {
+		out = append(out, &q.listVersions[i])
+	}
+	return out
 }

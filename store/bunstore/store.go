@@ -314,6 +314,49 @@ func (s *Store) CompactDoc(ctx context.Context, listRef string, seq int64, state
 	})
 }
 
+// ListVersions implements yaps.Store: one statement per listVersionsMax
+// refs.
+func (s *Store) ListVersions(ctx context.Context, refs []string) (map[string]yaps.ListVersion, error) {
+	out := make(map[string]yaps.ListVersion, len(refs))
+	for len(refs) > 0 {
+		n := min(len(refs), listVersionsMax)
+		if err := s.listVersions(ctx, refs[:n], out); err != nil {
+			return nil, wrap(err, "list versions")
+		}
+		refs = refs[n:]
+	}
+	return out, nil
+}
+
+// listVersions adds the versions of refs (1 to listVersionsMax of them) to
+// out.
+func (s *Store) listVersions(ctx context.Context, refs []string, out map[string]yaps.ListVersion) error {
+	i, size := 0, listVersionsMin
+	for size < len(refs) {
+		i, size = i+1, size*2
+	}
+	args := make([]any, size)
+	for j := range args {
+		args[j] = refs[min(j, len(refs)-1)]
+	}
+	rows, err := s.query(ctx, nil, s.q.listVersions[i], args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			ref string
+			v   yaps.ListVersion
+		)
+		if err := rows.Scan(&ref, &v.DocVersion, &v.Permissions, &v.Revoked); err != nil {
+			return err
+		}
+		out[ref] = v
+	}
+	return rows.Err()
+}
+
 // UpdateCount implements yaps.Store.
 func (s *Store) UpdateCount(ctx context.Context, listRef string) (int64, error) {
 	var n int64

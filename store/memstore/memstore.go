@@ -305,6 +305,27 @@ func (s *Store) CompactDoc(ctx context.Context, listRef string, seq int64, state
 	return nil
 }
 
+// ListVersions implements yaps.Store.
+func (s *Store) ListVersions(ctx context.Context, refs []string) (map[string]yaps.ListVersion, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]yaps.ListVersion, len(refs))
+	for _, ref := range refs {
+		ld, ok := s.lists[ref]
+		if !ok {
+			continue
+		}
+		v := yaps.ListVersion{DocVersion: ld.list.DocVersion, Permissions: int64(len(ld.perms))}
+		for _, p := range ld.perms {
+			if p.RevokedAt != nil {
+				v.Revoked++
+			}
+		}
+		out[ref] = v
+	}
+	return out, nil
+}
+
 // UpdateCount implements yaps.Store.
 func (s *Store) UpdateCount(ctx context.Context, listRef string) (int64, error) {
 	s.mu.RLock()

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"ReturnedValuesAreCopies", testCopies},
 		{"CanceledContext", testCanceledContext},
 		{"ClaimClients", testClaimClients},
+		{"ListVersions", testListVersions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1297,4 +1298,59 @@ func testClaimClients(t *testing.T, s yaps.Store) {
 		require.Equal(t, winners[0], w)
 	}
 	require.Contains(t, winners[0], "racer")
+}
+
+func testListVersions(t *testing.T, s yaps.Store) {
+	a := newList(t, s, base)
+	// b: a longer log, compacted (which leaves DocVersion alone), and
+	// permissions created and revoked (twice, which counts once).
+	b := newList(t, s, base)
+	appendN(t, s, b.list.Ref, 2, 4)
+	require.NoError(t, s.CompactDoc(ctx, b.list.Ref, 3, []byte("state3")))
+	editor := &yaps.Permission{ID: id("p"), Role: yaps.RoleEditor, CreatedAt: at(1), CodeHash: hash(id("c"))}
+	viewer := &yaps.Permission{ID: id("p"), Role: yaps.RoleViewer, CreatedAt: at(2), CodeHash: hash(id("c"))}
+	update(t, s, b.list.Ref, func(tx yaps.Tx) error {
+		require.NoError(t, tx.CreatePermission(editor))
+		return tx.CreatePermission(viewer)
+	})
+	update(t, s, b.list.Ref, func(tx yaps.Tx) error { return tx.RevokePermission(editor.ID, at(3)) })
+	update(t, s, b.list.Ref, func(tx yaps.Tx) error { return tx.RevokePermission(editor.ID, at(4)) })
+	// c: no owner, no first update.
+	c := &yaps.List{Ref: id("l"), Kind: yaps.KindTask, CreatedAt: base, UpdatedAt: base}
+	require.NoError(t, s.CreateList(ctx, c, nil, nil, nil))
+
+	all := map[string]yaps.ListVersion{
+		a.list.Ref: {DocVersion: 1, Permissions: 1},
+		b.list.Ref: {DocVersion: 4, Permissions: 3, Revoked: 1},
+		c.Ref:      {},
+	}
+	// many spans several statements of a SQL store (512 refs each), the
+	// lists at the first, a middle and the last position.
+	many := make([]string, 1100)
+	for i := range many {
+		many[i] = id("missing")
+	}
+	many[0], many[600], many[1099] = a.list.Ref, b.list.Ref, c.Ref
+	for _, tc := range []struct {
+		name string
+		refs []string
+		want map[string]yaps.ListVersion
+	}{
+		{"None", nil, map[string]yaps.ListVersion{}},
+		{"One", []string{b.list.Ref}, map[string]yaps.ListVersion{b.list.Ref: all[b.list.Ref]}},
+		{"UnknownAndDuplicates", []string{id("missing"), a.list.Ref, b.list.Ref, a.list.Ref, c.Ref}, all},
+		{"Many", many, all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.ListVersions(ctx, tc.refs)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	// DocVersion is the LastSeq of Doc.
+	for ref, v := range all {
+		d, err := s.Doc(ctx, ref, v.DocVersion)
+		require.NoError(t, err)
+		require.Equal(t, d.LastSeq, v.DocVersion)
+	}
 }
