@@ -89,9 +89,6 @@ func (r *room) republishLocked() {
 	r.snapshot.Store(&list)
 }
 
-// broadcast queues msg on every connection of the room.
-func (r *room) broadcast(msg []byte) { r.broadcastAll([][]byte{msg}) }
-
 // broadcastAll queues msgs, in order, on every connection of the room. A
 // connection counts them all as queued before the first is written, so
 // they leave in one socket write (coalescingConn).
