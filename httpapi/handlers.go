@@ -225,17 +225,13 @@ func (s *server) listYaps(ctx context.Context, st *reqState, in *refInput) *rawO
 	if err != nil {
 		return st.errorOut(err)
 	}
-	limit, err := parseLimit(q.Get("limit"))
+	limit, cursor, err := parsePage(q)
 	if err != nil {
 		return st.errorOut(err)
 	}
 	incl, err := parseBool("includeDeleted", q.Get("includeDeleted"))
 	if err != nil {
 		return st.errorOut(err)
-	}
-	cursor := q.Get("cursor")
-	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
-		return st.errorOut(errInvalid("invalid cursor"))
 	}
 	page, err := s.svc.ListYaps(ctx, a, cursor, limit, incl)
 	if err != nil {
@@ -653,13 +649,9 @@ func (s *server) audit(ctx context.Context, st *reqState, in *refInput) *rawOut 
 	if err != nil {
 		return st.errorOut(err)
 	}
-	limit, err := parseLimit(q.Get("limit"))
+	limit, cursor, err := parsePage(q)
 	if err != nil {
 		return st.errorOut(err)
-	}
-	cursor := q.Get("cursor")
-	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
-		return st.errorOut(errInvalid("invalid cursor"))
 	}
 	page, err := s.svc.Audit(ctx, a, cursor, limit)
 	if err != nil {
@@ -712,13 +704,9 @@ func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *ra
 	if err != nil {
 		return st.errorOut(err)
 	}
-	limit, err := parseLimit(q.Get("limit"))
+	limit, cursor, err := parsePage(q)
 	if err != nil {
 		return st.errorOut(err)
-	}
-	cursor := q.Get("cursor")
-	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
-		return st.errorOut(errInvalid("invalid cursor"))
 	}
 	page, err := s.svc.AccountLists(ctx, acct, cursor, limit)
 	if err != nil {

@@ -295,6 +295,19 @@ func parseLimit(s string) (int, error) {
 	return n, nil
 }
 
+// parsePage reads the paging parameters limit (parseLimit) and cursor (an
+// opaque line of at most 1,024 bytes) of q.
+func parsePage(q url.Values) (limit int, cursor string, err error) {
+	if limit, err = parseLimit(q.Get("limit")); err != nil {
+		return 0, "", err
+	}
+	cursor = q.Get("cursor")
+	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
+		return 0, "", errInvalid("invalid cursor")
+	}
+	return limit, cursor, nil
+}
+
 // parseBool parses a boolean query parameter; "" is false.
 func parseBool(name, s string) (bool, error) {
 	if s == "" {
