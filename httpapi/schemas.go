@@ -44,7 +44,7 @@ func registryFor(oapi *huma.OpenAPI) huma.Registry {
 	if _, own := ownRegistries.Load(reg); own || reg == nil {
 		return reg
 	}
-	p, _ := hostRegistries.LoadOrStore(reg, &prefixedRegistry{Registry: reg, prefix: hostSchemaPrefix, names: map[reflect.Type]string{}, types: map[string]reflect.Type{}})
+	p, _ := hostRegistries.LoadOrStore(reg, &prefixedRegistry{Registry: reg, prefix: hostSchemaPrefix, types: map[string]reflect.Type{}})
 	return p.(*prefixedRegistry)
 }
 
@@ -61,8 +61,7 @@ func schemaName(reg huma.Registry, base string) string {
 type prefixedRegistry struct {
 	huma.Registry
 	prefix string
-	names  map[reflect.Type]string // ours, registered through this registry
-	types  map[string]reflect.Type // the other way round
+	types  map[string]reflect.Type // ours, by name, registered through this registry
 }
 
 // TypeFromRef knows this package's types, which the host's registry does
@@ -88,13 +87,12 @@ func (r *prefixedRegistry) Schema(t reflect.Type, allowRef bool, hint string) *h
 		return r.Registry.Schema(t, allowRef, hint)
 	}
 	m := r.Registry.Map()
-	name, done := r.names[dt]
-	if !done {
-		name = r.prefix + dt.Name()
+	name := r.prefix + dt.Name()
+	if r.types[name] != dt {
 		if _, taken := m[name]; taken {
 			panic(fmt.Sprintf("httpapi: the API already has a schema named %s that is not this package's", name))
 		}
-		r.names[dt], r.types[name] = name, dt
+		r.types[name] = dt
 		m[name] = &huma.Schema{} // a recursive type refers to it meanwhile
 		m[name] = huma.SchemaFromType(r, dt)
 	}

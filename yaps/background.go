@@ -17,12 +17,10 @@ func (s *Service) background(interval time.Duration) {
 	}
 	evict := time.NewTicker(max(min(s.cfg.DocIdleTimeout/2, time.Minute), time.Second))
 	defer evict.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // cancelled by Close
 	for {
 		select {
-		case <-s.stop:
+		case <-ctx.Done():
 			return
 		case <-evict.C:
 			s.docs.evictIdle()
@@ -53,14 +51,12 @@ func (s *Service) background(interval time.Duration) {
 // poller refreshes watched documents every interval until Close.
 func (s *Service) poller(interval time.Duration) {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // cancelled by Close
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 			s.poll(ctx)
@@ -132,7 +128,7 @@ func (s *Service) compactLater(e *docEntry) {
 	}
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
-	if s.closing { // the next process compacts
+	if s.ctx.Err() != nil { // closing: the next process compacts
 		return
 	}
 	e.compacting = true

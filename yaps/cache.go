@@ -30,8 +30,7 @@ type docEntry struct {
 	compactRunning bool
 	stale          bool                   // doc was dropped: rooms may lack what the reload finds
 	perms          map[string]bool        // active permission ids seen by the poller
-	permsAt        ListVersion            // the counts ListVersions gave before perms was read (DocVersion unused)
-	permsAtKnown   bool                   // permsAt is set (a Notifier's resync reads perms without it)
+	permsAt        *ListVersion           // the counts ListVersions gave before perms was read; nil: unknown (a Notifier's resync reads perms without them)
 	owners         map[any]string         // yap maps and their Y.Text/Y.Array members -> yap id; nil: rebuild
 	auditAt        map[auditKey]time.Time // last committed coalescing sync audit entry per (code, yap)
 
@@ -489,7 +488,7 @@ func (s *Service) pollList(ctx context.Context, ref string, v ListVersion) error
 			return err
 		}
 	}
-	if e.perms == nil || !e.permsAtKnown || e.permsAt.Permissions != v.Permissions || e.permsAt.Revoked != v.Revoked {
+	if e.perms == nil || e.permsAt == nil || e.permsAt.Permissions != v.Permissions || e.permsAt.Revoked != v.Revoked {
 		return s.pollPermissions(ctx, e, &v)
 	}
 	return nil
@@ -519,10 +518,7 @@ func (s *Service) pollPermissions(ctx context.Context, e *docEntry, at *ListVers
 	// at was read before ps, so ps is at least as new: a change between
 	// the two makes the next poll read the permissions again, never skip
 	// one.
-	e.permsAtKnown = at != nil
-	if at != nil {
-		e.permsAt = *at
-	}
+	e.permsAt = at
 	return nil
 }
 

@@ -19,7 +19,6 @@ func NewService(cfg Config) (*Service, error) {
 		cfg:  cfg,
 		log:  cfg.Logger,
 		subs: make(map[int]func(Event)),
-		stop: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocCacheMemory, cfg.DocIdleTimeout)
@@ -61,13 +60,9 @@ func (s *Service) PublicURL() string { return s.cfg.PublicURL }
 // does not close the Store or the Notifier. The Service must not be used
 // afterwards.
 func (s *Service) Close() error {
-	s.stopOnce.Do(func() {
-		s.bgMu.Lock()
-		s.closing = true
-		s.bgMu.Unlock()
-		close(s.stop)
-		s.cancel()
-	})
+	s.bgMu.Lock()
+	s.cancel()
+	s.bgMu.Unlock()
 	s.wg.Wait()
 	return nil
 }

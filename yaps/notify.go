@@ -217,7 +217,7 @@ func (s *Service) publisher() {
 	}
 	for {
 		select {
-		case <-s.stop:
+		case <-s.ctx.Done():
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			for {
@@ -261,9 +261,7 @@ func mergeDocNotices(ns []Notice) []Notice {
 // returns early.
 func (s *Service) listener() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // cancelled by Close
 	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()
@@ -277,7 +275,7 @@ func (s *Service) listener() {
 			backoff = 100 * time.Millisecond
 		}
 		select {
-		case <-s.stop:
+		case <-s.ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
@@ -365,13 +363,11 @@ func (s *Service) refreshLater(ref string, w refreshWork) {
 // refreshWorker carries out queued refreshes until Close.
 func (s *Service) refreshWorker() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	ctx := s.ctx // cancelled by Close
 	r := &s.refresh
 	for {
 		select {
-		case <-s.stop:
+		case <-s.ctx.Done():
 			return
 		case ref := <-r.queue:
 			r.mu.Lock()

@@ -158,17 +158,14 @@ type Service struct {
 	notices        chan Notice // outgoing, when cfg.Notifier != nil
 	refresh        refresher
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup
-	// ctx is cancelled by Close: background work that may wait on the
-	// store (compaction) runs under it, so Close does not wait it out.
+	wg sync.WaitGroup
+	// ctx is cancelled by Close: background work stops with it, and what
+	// waits on the store (compaction, purge, polling) is cut short.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// bgMu orders starting background work (wg.Add) against Close, which
-	// sets closing under it: nothing starts once Close waits on wg.
-	bgMu    sync.Mutex
-	closing bool
+	// cancels ctx under it: nothing starts once Close waits on wg.
+	bgMu sync.Mutex
 }
 
 // CreateListInput is the body of POST /lists plus request metadata.

@@ -2,6 +2,7 @@ package ysync
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"unsafe"
@@ -68,16 +69,12 @@ func (c *conn) awarenessSent(frame []byte) {
 		q.mu.Unlock()
 		return
 	}
-	entries := make([]AwarenessEntry, 0, len(q.pending))
-	for _, e := range q.pending {
-		entries = append(entries, e)
-	}
+	entries := slices.SortedFunc(maps.Values(q.pending), func(a, b AwarenessEntry) int { return cmp.Compare(a.ClientID, b.ClientID) })
 	if len(q.pending) > 64 {
 		q.pending = nil // a burst is over: do not keep its buckets
 	} else {
 		clear(q.pending)
 	}
-	slices.SortFunc(entries, func(a, b AwarenessEntry) int { return cmp.Compare(a.ClientID, b.ClientID) })
 	next := AppendAwareness(nil, EncodeAwareness(entries))
 	q.queued = unsafe.SliceData(next)
 	q.mu.Unlock()

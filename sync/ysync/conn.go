@@ -407,8 +407,9 @@ func (b *bucket) take(rate, burst float64) bool {
 // connection's read goroutine, one frame at a time, so a slow service call
 // slows only this client.
 func (c *conn) handle(frame []byte) {
+	m, err := DecodeMessage(frame)
 	if c.syncing {
-		c.syncFrame(frame)
+		c.syncFrame(frame, m, err)
 	}
 	if c.frameSlot {
 		defer c.dropFrameSlot()
@@ -419,7 +420,6 @@ func (c *conn) handle(frame []byte) {
 	if !c.allowOrClose() {
 		return
 	}
-	m, err := DecodeMessage(frame)
 	if errors.Is(err, ErrUnknownType) {
 		return // forward compatibility, as y-websocket servers do
 	}

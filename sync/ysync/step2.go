@@ -75,8 +75,9 @@ func gorillaConn(ms *melody.Session) *websocket.Conn {
 }
 
 // syncFrame is called by handle with every binary frame a connection sends
-// while it syncs, before the frame is handled. Read loop only.
-func (c *conn) syncFrame(frame []byte) {
+// while it syncs, and the frame decoded, before the frame is handled. Read
+// loop only.
+func (c *conn) syncFrame(frame []byte, m Message, err error) {
 	c.syncFrames++
 	if int64(len(frame)) > c.s.cfg.MaxMessageSize {
 		// The large frame the raised limit let in: it takes the slot with
@@ -92,7 +93,6 @@ func (c *conn) syncFrame(frame []byte) {
 		c.endSync()
 		return
 	}
-	m, err := DecodeMessage(frame)
 	switch {
 	case err == nil && m.Type == MsgSync && m.SyncType == SyncStep1:
 		c.raiseReadLimit()

@@ -87,16 +87,17 @@ type readWatch struct {
 	ended     uint64 // data messages finished so far
 	body      int64  // payload bytes read of the unfinished message
 
-	started   time.Time // when the unfinished message was first seen
-	tightened bool      // the socket's deadline is the message's
-	reserved  int64     // taken from the budget
-	asked     time.Time // the read deadline Melody last asked for
-	failed    error
+	// started is when the unfinished message was first seen; while it is
+	// set, the socket's deadline is the message's (deadline).
+	started  time.Time
+	reserved int64     // taken from the budget
+	asked    time.Time // the read deadline Melody last asked for
+	failed   error
 }
 
 func (w *readWatch) SetReadDeadline(t time.Time) error {
 	w.asked = t
-	if w.tightened {
+	if !w.started.IsZero() {
 		return w.Conn.SetReadDeadline(w.deadline())
 	}
 	return w.Conn.SetReadDeadline(t)
@@ -118,9 +119,8 @@ func (w *readWatch) Read(p []byte) (int, error) {
 	n, err := w.Conn.Read(p)
 	ended := w.ended
 	w.scan(p[:n])
-	if w.ended != ended && w.tightened {
+	if w.ended != ended && !w.started.IsZero() {
 		// The message being watched is finished.
-		w.tightened = false
 		w.started = time.Time{}
 		w.done()
 		if !w.open {
@@ -130,7 +130,8 @@ func (w *readWatch) Read(p []byte) (int, error) {
 		}
 	}
 	if w.open {
-		if w.started.IsZero() {
+		first := w.started.IsZero()
+		if first {
 			w.started = time.Now()
 		}
 		if need := w.body - w.reserved; need > 0 {
@@ -141,14 +142,13 @@ func (w *readWatch) Read(p []byte) (int, error) {
 			}
 			w.reserved += step
 		}
-		if !w.tightened {
-			w.tightened = true
+		if first {
 			if derr := w.Conn.SetReadDeadline(w.deadline()); derr != nil && err == nil {
 				err = derr
 			}
 		}
 	}
-	if err != nil && w.tightened && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(w.started.Add(w.timeout)) {
+	if err != nil && !w.started.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(w.started.Add(w.timeout)) {
 		w.failed = errMessageTooSlow
 		return n, w.failed
 	}
