@@ -22,12 +22,7 @@ func (st *reqState) code() string {
 // builtinAccount is the default AccountResolver: the service's built-in
 // accounts, keyed by X-Account-Key or a "Bearer yak_..." token.
 func (s *server) builtinAccount(r *http.Request) (*yaps.Account, error) {
-	key := strings.TrimSpace(r.Header.Get("X-Account-Key"))
-	if key == "" {
-		if tok, ok := bearer(r); ok && strings.HasPrefix(tok, yaps.AccountKeyPrefix) {
-			key = tok
-		}
-	}
+	key := yaps.RequestAccountKey(r.Header.Get("Authorization"), r.Header.Get("X-Account-Key"))
 	if key == "" {
 		return nil, nil
 	}

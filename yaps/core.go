@@ -113,18 +113,7 @@ func (s *Service) now() time.Time { return Truncate(s.cfg.Now()) }
 // ERATELIMITED *Error carrying RetryAfter. A failing Limiter (e.g. Redis
 // down) lets the request through and logs a warning.
 func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *Account, a *Actor) (LimitResult, error) {
-	var class LimitClass
-	var key string
-	switch {
-	case acct != nil && acct.ID != "":
-		// An account without an ID is no credential: its callers would
-		// all share the one bucket "acct:".
-		class, key = ClassAuthenticated, "acct:"+acct.ID
-	case a != nil && a.List != nil && a.List.AccountID != "":
-		class, key = ClassAuthenticated, "acct:"+a.List.AccountID+"|ip:"+AddressKey(ip)
-	default:
-		class, key = ClassAnonymous, "ip:"+AddressKey(ip)
-	}
+	class, key := limitKey(ip, acct, a)
 	res, err := s.cfg.Limiter.Take(ctx, group, class, key)
 	if err != nil {
 		s.log.WarnContext(ctx, "rate limiter failed; allowing the request", "group", group, "err", err)
@@ -138,6 +127,20 @@ func (s *Service) Limit(ctx context.Context, group LimitGroup, ip string, acct *
 		return res, &Error{Code: ERATELIMITED, Message: "rate limit exceeded", RetryAfter: ra}
 	}
 	return res, nil
+}
+
+// limitKey is the class and key Limit counts a request under.
+func limitKey(ip string, acct *Account, a *Actor) (LimitClass, string) {
+	switch {
+	case acct != nil && acct.ID != "":
+		// An account without an ID is no credential: its callers would
+		// all share the one bucket "acct:".
+		return ClassAuthenticated, "acct:" + acct.ID
+	case a != nil && a.List != nil && a.List.AccountID != "":
+		return ClassAuthenticated, "acct:" + a.List.AccountID + "|ip:" + AddressKey(ip)
+	default:
+		return ClassAnonymous, "ip:" + AddressKey(ip)
+	}
 }
 
 // audit builds an audit entry for a mutation by a.

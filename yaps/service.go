@@ -152,7 +152,8 @@ type Service struct {
 	subs   map[int]func(Event)
 	nextID int
 
-	claims claimCache // Yjs client IDs' writers (clients.go)
+	claims claimCache    // Yjs client IDs' writers (clients.go)
+	holds  mutationHolds // sync senders whose yap-mutation budget is spent (syncbudget.go)
 
 	coalesceDetail string      // audit Detail of a coalescing sync update entry
 	notices        chan Notice // outgoing, when cfg.Notifier != nil

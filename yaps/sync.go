@@ -121,7 +121,11 @@ func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, e
 // its next sync. An update that adds structs under a Yjs client ID another
 // (non-owner) code owns is EFORBIDDEN and changes nothing (clients.go). A
 // write that would take the document over Config.MaxDocBytes or MaxDocItems
-// is ETOOLARGE and changes nothing (see Config).
+// is ETOOLARGE and changes nothing (see Config). An actor with a ClientIP or
+// an Account is charged a yap mutation (RULINGS R8) per yap the update
+// creates, deletes, restores or removes; while its budget is spent such an
+// update is ERATELIMITED, with RetryAfter, and changes nothing
+// (syncbudget.go).
 func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, origin any) error {
 	if err := checkClientWrite(a); err != nil {
 		return err
@@ -131,12 +135,19 @@ func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, orig
 		return err
 	}
 	defer s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout)
-	return s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+	var mutations int
+	err = s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
 		if err := writable(&w.list); err != nil {
 			return err
 		}
-		return w.applyClientUpdate(update, origin, foreign)
+		var err error
+		mutations, err = w.applyClientUpdate(update, origin, foreign)
+		return err
 	})
+	if err == nil {
+		s.chargeMutations(ctx, a, mutations)
+	}
+	return err
 }
 
 // ClientUpdate is one Yjs update a sync client sent, for ApplyUpdates.
@@ -185,6 +196,7 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		actors[j] = ups[i].Actor
 	}
 	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
+	mutations := make([]int, len(ups))
 	err := s.writeAs(ctx, ref, actors, func(w *writeOp) error {
 		if err := writable(&w.list); err != nil {
 			return err
@@ -200,7 +212,7 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 				continue
 			}
 			w.actor = ups[i].Actor
-			errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin, foreign[i])
+			mutations[i], errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin, foreign[i])
 			if errs[i] == errDependsOnMissing || errs[i] == errForeignClient {
 				continue // untouched: the others still stand
 			}
@@ -214,6 +226,12 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		for _, i := range ok {
 			u := ups[i]
 			errs[i] = s.ApplyUpdate(ctx, u.Actor, u.Update, u.Origin)
+		}
+		return errs
+	}
+	for _, i := range ok {
+		if errs[i] == nil {
+			s.chargeMutations(ctx, ups[i].Actor, mutations[i])
 		}
 	}
 	return errs
@@ -241,10 +259,13 @@ const msgDependsOnMissing = "the update depends on changes the server does not h
 // another code owns (clients.go); nothing of it was applied.
 var errForeignClient = Errorf(EFORBIDDEN, msgForeignClient)
 
-func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint64]uint64) error {
+// applyClientUpdate applies and validates one client's update, and returns
+// how many yaps it created, deleted, restored or removed (the mutations it
+// is charged, see syncbudget.go).
+func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint64]uint64) (mutations int, err error) {
 	a, d, e := w.actor, w.doc, w.e
 	if foreign != nil && foreignStructs(d, foreign) {
-		return errForeignClient // checked on the caught-up document, before anything is applied
+		return 0, errForeignClient // checked on the caught-up document, before anything is applied
 	}
 	beforeList := e.list
 	before := func(id string) *Yap { return e.view[id] }
@@ -332,11 +353,11 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	applied, err := d.ApplyUpdateWhole(update, origin)
 	unA()
 	if err != nil {
-		return Errorf(EINVALID, "the document update is malformed")
+		return 0, Errorf(EINVALID, "the document update is malformed")
 	}
 	if !applied {
 		w.dirty = wasDirty
-		return errDependsOnMissing
+		return 0, errDependsOnMissing
 	}
 	if nowS, nowD := d.Pending(); len(pendS)+len(pendD) == 0 && len(nowS)+len(nowD) > 0 {
 		// Applied, yet something went pending after all (the check and
@@ -346,11 +367,11 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		// before pending updates were refused may hold some, which a whole
 		// update can partly resolve, changing the pending set.
 		w.s.log.Error("yaps: an update judged whole left pending data; refused", "list", e.ref)
-		return Errorf(EFORBIDDEN, msgDependsOnMissing) // not errDependsOnMissing: the document changed
+		return 0, Errorf(EFORBIDDEN, msgDependsOnMissing) // not errDependsOnMissing: the document changed
 	}
 	if !got {
 		w.dirty = wasDirty // a duplicate: nothing integrated
-		return nil
+		return 0, nil
 	}
 	// An agent's scope names yap kinds: it may not write root types outside
 	// the schema (R9 keeps and relays them), the list, or a yap of a kind
@@ -363,7 +384,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	// old one at the same time would be lost. So such an update is refused
 	// whole. (Set for agents only.)
 	if foreignDel {
-		return Errorf(EFORBIDDEN, "an agent code may only change yaps within its scope")
+		return 0, Errorf(EFORBIDDEN, "an agent code may only change yaps within its scope")
 	}
 	if w.limits && d.ClockSum() > clock0 {
 		w.grew = true // for checkLimits
@@ -392,13 +413,16 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	// that an earlier entry of the same code stands for it.
 	audited := false
 	audit := func(action, id string) { audited = true; w.auditf(action, id, "sync") }
+	// mutate audits a yap's creation, deletion, restore or removal: the
+	// changes a sync update is charged for (syncbudget.go).
+	mutate := func(action, id string) { mutations++; audit(action, id) }
 	for id := range ids {
 		old := before(id)
 		v, inDoc := ym.Get(id)
 		if !inDoc {
 			if old != nil { // removed; refused above when outside the actor's scope
 				w.touch(id)
-				audit("yap.remove", id)
+				mutate("yap.remove", id)
 				left(id, nil)
 			}
 			continue
@@ -447,11 +471,11 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 				w.touch(id)
 				switch {
 				case old == nil:
-					audit("yap.create", id)
+					mutate("yap.create", id)
 				case y.DeletedAt != nil && old.DeletedAt == nil:
-					audit("yap.delete", id) // as over HTTP, never merged with edits
+					mutate("yap.delete", id) // as over HTTP, never merged with edits
 				case y.DeletedAt == nil && old.DeletedAt != nil:
-					audit("yap.restore", id)
+					mutate("yap.restore", id)
 				default:
 					audited = true
 					w.auditSyncEdit("yap.update", id)
@@ -483,6 +507,12 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			w.touch(id)
 			left(id, nil)
 			fixes = append(fixes, func() { ym.Delete(id) })
+		}
+	}
+
+	if mutations > 0 {
+		if wait, held := w.s.mutationsHeld(a); held {
+			return 0, errMutationsHeld(wait) // the document is reloaded: nothing of it stays
 		}
 	}
 
@@ -530,7 +560,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			}
 		}, nil)
 	}
-	return nil
+	return mutations, nil
 }
 
 // clockSkew is how far from the server's clock a time a sync client sets

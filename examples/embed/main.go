@@ -138,7 +138,8 @@ func newApp(ctx context.Context, sqliteDSN string) (_ *app, err error) {
 		return nil, err
 	}
 	httpapi.Mount(a.mux, a.svc, apiCfg)
-	if a.sync, err = ysync.New(a.svc, ysync.Config{ClientIP: clientIP}); err != nil {
+	// The sync endpoint reads the same client IP and account credential.
+	if a.sync, err = ysync.New(a.svc, ysync.Config{ClientIP: clientIP, Accounts: headerAccounts}); err != nil {
 		return nil, err
 	}
 	a.sync.Mount(a.mux, prefix)

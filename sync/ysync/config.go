@@ -201,6 +201,17 @@ type Config struct {
 	// Default: the socket peer's IP.
 	ClientIP func(r *http.Request) string
 
+	// Accounts resolves the account credential of a connection attempt,
+	// like httpapi.Config.Accounts (pass the same function): (nil, nil)
+	// for none, an error (preferably a *yaps.Error of kind EUNAUTHORIZED)
+	// for one that is not valid, which refuses the upgrade with 401. An
+	// account makes the connection authenticated for the rate limits
+	// (RULINGS R8). Default: the service's built-in accounts
+	// (Service.AccountByKey), the key taken from the X-Account-Key header
+	// or from "Authorization: Bearer yak_...". Browsers cannot set headers
+	// on a WebSocket: their connections count as the list's class.
+	Accounts func(r *http.Request) (*yaps.Account, error)
+
 	// Logger receives connection-level diagnostics; codes are never
 	// logged. Default: slog.Default().
 	Logger *slog.Logger

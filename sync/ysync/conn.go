@@ -41,7 +41,9 @@ type conn struct {
 	sess   *melody.Session // set on connect, before the conn is reachable
 	code   string          // kept to re-authenticate when the list changes; never logged
 	permID string
-	ipKey  string          // yaps.AddressKey of the client address (MaxConnsPerIP)
+	ip     string          // the client address (Config.ClientIP)
+	ipKey  string          // yaps.AddressKey of ip (MaxConnsPerIP)
+	acct   *yaps.Account   // the account credential sent with the upgrade, if any
 	ctx    context.Context // cancelled on disconnect
 	cancel context.CancelFunc
 
@@ -87,6 +89,7 @@ type conn struct {
 	applyCond    *sync.Cond
 	pendingN     int
 	pendingBytes int
+	onHold       []queuedUpdate // kept out of the queue for a while (hold)
 
 	// Used only by the connection's read goroutine.
 	messages bucket
@@ -109,8 +112,8 @@ type conn struct {
 	awClaimed int
 }
 
-func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {
-	c := &conn{s: s, room: rm, code: code, ipKey: ipKey, syncing: true, connected: time.Now()}
+func newConn(s *Server, rm *room, a *yaps.Actor, code, ip string, acct *yaps.Account) *conn {
+	c := &conn{s: s, room: rm, code: code, ip: ip, ipKey: yaps.AddressKey(ip), acct: acct, syncing: true, connected: time.Now()}
 	if a.Permission != nil {
 		c.permID = a.Permission.ID
 	}
@@ -123,7 +126,10 @@ func newConn(s *Server, rm *room, a *yaps.Actor, code, ipKey string) *conn {
 // setActor records a (re-)authenticated actor and whether it may write.
 // It reports whether a read-only connection became writable (unarchived).
 func (c *conn) setActor(a *yaps.Actor) (writable bool) {
-	c.actor.Store(a)
+	// Its writes are charged to this client's budget (RULINGS R8).
+	cp := *a
+	cp.ClientIP, cp.Account = c.ip, c.acct
+	c.actor.Store(&cp)
 	if c.s.svc.CanWrite(a) {
 		return c.readOnly.Swap(false)
 	}
@@ -560,8 +566,8 @@ func (c *conn) enqueue(update []byte) {
 	r := c.room
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
-	for c.pendingN > 0 && !c.closing.Load() &&
-		(c.pendingN >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize) {
+	for !c.closing.Load() && (c.onHold != nil || c.pendingN > 0 &&
+		(c.pendingN >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize)) {
 		c.applyCond.Wait()
 	}
 	if c.closing.Load() {
@@ -709,14 +715,18 @@ func (r *room) linger(t **time.Timer) bool {
 // still stored. Connections being closed by the server (a bad message, a
 // revoked code, a slow reader) have theirs dropped.
 func (r *room) apply(batch []queuedUpdate) {
-	for _, q := range batch {
-		if q.slot {
-			defer r.s.releaseStep2Slot()
+	slots := map[*conn]bool{} // connections whose update holds a step 2 slot
+	defer func() {
+		for range slots {
+			r.s.releaseStep2Slot()
 		}
-	}
+	}()
 	var order []*conn
 	byConn := map[*conn][][]byte{}
 	for _, q := range batch {
+		if q.slot {
+			slots[q.c] = true // at most one: a large update comes alone (applyLoop)
+		}
 		if q.c.closing.Load() {
 			continue
 		}
@@ -745,10 +755,27 @@ func (r *room) apply(batch []queuedUpdate) {
 	ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
 	errs := r.s.svc.ApplyUpdates(ctx, r.ref, ups)
 	cancel()
+	type holding struct {
+		updates [][]byte
+		wait    time.Duration
+	}
+	var heldOrder []*conn
+	holds := map[*conn]*holding{}
 	for i, err := range errs {
 		c := ups[i].Origin.(*conn)
+		var ye *yaps.Error
 		switch {
 		case err == nil:
+		case errors.As(err, &ye) && ye.Code == yaps.ERATELIMITED:
+			// The sender's yap-mutation budget is spent: kept, not refused.
+			h := holds[c]
+			if h == nil {
+				h = &holding{}
+				holds[c] = h
+				heldOrder = append(heldOrder, c)
+			}
+			h.updates = append(h.updates, ups[i].Update)
+			h.wait = max(h.wait, ye.RetryAfter)
 		case yaps.IsCode(err, yaps.EFORBIDDEN):
 			// Archived meanwhile, or outside an agent's scope: the update
 			// was not applied. Only archive (seen through
@@ -760,6 +787,79 @@ func (r *room) apply(batch []queuedUpdate) {
 		default:
 			c.closeForError(err)
 		}
+	}
+	for _, c := range heldOrder {
+		c.hold(holds[c].updates, slots[c], holds[c].wait)
+		delete(slots, c) // kept by the held update
+	}
+}
+
+// hold keeps updates of c that were refused because its sender's
+// yap-mutation budget is spent (RULINGS R8, yaps.Service.ApplyUpdate), and
+// c's updates queued behind them, out of the room's batches for wait, then
+// queues them again in order. Its read loop waits in enqueue meanwhile,
+// so TCP back-pressure reaches the client. Nothing is refused: the
+// client's new yaps reach the others once its budget allows, and its edits
+// follow. slot: the first update holds a step 2 slot, kept until it is
+// applied. Held updates of a client that goes away are dropped (it sends
+// them again when it next syncs), so they cannot pile up.
+func (c *conn) hold(updates [][]byte, slot bool, wait time.Duration) {
+	r := c.room
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	for i, u := range updates {
+		c.onHold = append(c.onHold, queuedUpdate{c: c, update: u, slot: slot && i == 0})
+		c.pendingN++
+		c.pendingBytes += len(u)
+	}
+	r.applyQ = slices.DeleteFunc(r.applyQ, func(q queuedUpdate) bool {
+		if q.c == c {
+			c.onHold = append(c.onHold, q)
+		}
+		return q.c == c
+	})
+	c.s.bg.Add(1) // the apply loop holds one: Close has not begun to wait
+	go func() {
+		defer c.s.bg.Done()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done(): // gone, or the server closing
+		}
+		c.release()
+	}()
+}
+
+// release ends a hold: the held updates go back in the room's queue, or
+// are dropped when the client is gone or being closed.
+func (c *conn) release() {
+	r := c.room
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	held := c.onHold
+	c.onHold = nil
+	c.applyCond.Broadcast()
+	if c.ctx.Err() != nil || c.closing.Load() {
+		for _, q := range held {
+			c.pendingN--
+			c.pendingBytes -= len(q.update)
+			if q.slot {
+				c.s.releaseStep2Slot()
+			}
+		}
+		return
+	}
+	r.applyQ = append(r.applyQ, held...)
+	if !r.applying {
+		r.applying = true
+		c.s.bg.Add(1)
+		go r.applyLoop()
+		return
+	}
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 

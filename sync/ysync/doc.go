@@ -94,6 +94,13 @@
 // the socket is taken off net/http so an idle connection costs about 19 KB
 // (10,000 idle connections: about 210 MB RSS; see TestIdleConnectionsRSS).
 //
+// Yaps a client creates, deletes, restores or removes count against the
+// service's yap-mutation limit (RULINGS R8), in the class an account
+// credential (Config.Accounts) or the list gives the socket; edits within
+// yaps do not. Past the limit such an update is not refused: it, and what
+// the socket sends after it, wait on the server until the window resets
+// (conn.hold), and the socket is read no further meanwhile.
+//
 // # Close codes
 //
 // After the upgrade the server ends a connection with a close frame, then

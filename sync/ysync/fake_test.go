@@ -198,6 +198,16 @@ func (f *fakeService) Subscribe(fn func(yaps.Event)) func() {
 	}
 }
 
+// fakeAccountKey is the one account key the fake knows.
+const fakeAccountKey = yaps.AccountKeyPrefix + "good"
+
+func (f *fakeService) AccountByKey(_ context.Context, key string) (*yaps.Account, error) {
+	if key == fakeAccountKey {
+		return &yaps.Account{ID: "A1"}, nil
+	}
+	return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "the account key is not valid")
+}
+
 func (f *fakeService) Limit(_ context.Context, _ yaps.LimitGroup, ip string, _ *yaps.Account, _ *yaps.Actor) (yaps.LimitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

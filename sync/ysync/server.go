@@ -42,6 +42,7 @@ type backend interface {
 	Pin(ref string) (unpin func())
 	PublishAwareness(ctx context.Context, ref string, payload []byte) error
 	Limit(ctx context.Context, group yaps.LimitGroup, ip string, acct *yaps.Account, a *yaps.Actor) (yaps.LimitResult, error)
+	AccountByKey(ctx context.Context, key string) (*yaps.Account, error)
 }
 
 // Broadcaster carries awareness between server processes sharing a
@@ -300,10 +301,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.OpTimeout)
 	defer cancel()
 	actor, err := s.svc.Authenticate(ctx, ref, code)
+	// An account credential makes the connection authenticated (RULINGS
+	// R8), as over HTTP; a bad one is refused, after the code (R3).
+	var acct *yaps.Account
+	var acctErr error
+	if err == nil {
+		acct, acctErr = s.account(r)
+	}
 	// Every attempt counts as a read (RULINGS R8), failed ones too, so
 	// guessing refs or codes here is throttled as it is over HTTP.
 	ip := s.cfg.ClientIP(r)
-	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, ip, nil, actor)
+	lres, lerr := s.svc.Limit(ctx, yaps.LimitRead, ip, acct, actor)
 	lres.SetHeaders(time.Now(), w.Header().Set) // on refusals and on the 101 alike
 	if yaps.IsCode(lerr, yaps.ERATELIMITED) {
 		writeServiceError(w, r, lerr)
@@ -311,6 +319,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeServiceError(w, r, err)
+		return
+	}
+	if acctErr != nil {
+		writeServiceError(w, r, acctErr)
 		return
 	}
 	if msg := handshakeProblem(r); msg != "" {
@@ -324,7 +336,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeServiceError(w, r, err)
 		return
 	}
-	c := newConn(s, rm, actor, code, key)
+	c := newConn(s, rm, actor, code, ip, acct)
 	// Our step 1 is computed here, on the short-lived request goroutine
 	// (loading a document can grow a stack a lot). Computing it before the
 	// connection joins the room loses nothing: the client's own step 1 is
@@ -368,6 +380,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = nc.Close()
 		}
 	}()
+}
+
+// account resolves the account credential of r with Config.Accounts (by
+// default the service's built-in keys), as httpapi does: an error that is
+// not a *yaps.Error, and an account without an ID, are an invalid
+// credential.
+func (s *Server) account(r *http.Request) (*yaps.Account, error) {
+	var acct *yaps.Account
+	var err error
+	if s.cfg.Accounts != nil {
+		acct, err = s.cfg.Accounts(r)
+	} else if key := yaps.RequestAccountKey(r.Header.Get("Authorization"), r.Header.Get("X-Account-Key")); key != "" {
+		acct, err = s.svc.AccountByKey(r.Context(), key)
+	}
+	var ye *yaps.Error
+	if err != nil && errors.As(err, &ye) {
+		return nil, err
+	}
+	if err != nil || (acct != nil && acct.ID == "") {
+		return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid account credential")
+	}
+	return acct, nil
 }
 
 // handshakeProblem checks the WebSocket handshake the way gorilla's

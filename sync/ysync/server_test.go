@@ -90,7 +90,13 @@ func dialPaused(t *testing.T, url string) (c *client, start func()) {
 // dialRaw connects a client whose frames are read once start is called.
 func dialRaw(t *testing.T, url string) (c *client, start func()) {
 	t.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	return dialRawHeader(t, url, nil)
+}
+
+// dialRawHeader is dialRaw with request headers h.
+func dialRawHeader(t *testing.T, url string, h http.Header) (c *client, start func()) {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
 	require.NoError(t, err)
 	resp.Body.Close()
 	t.Cleanup(func() { ws.Close() })
@@ -236,7 +242,9 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 }
 
 // TestBearerCode: the code may come as Authorization: Bearer instead of k
-// (RULINGS R4); an account key there is not a code, and k then counts.
+// (RULINGS R4); an account key there is not a code, and k then counts,
+// provided the key is valid (a bad account credential is a 401, as over
+// HTTP).
 func TestBearerCode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
@@ -250,7 +258,8 @@ func TestBearerCode(t *testing.T) {
 		{bare, "Bearer bogus", 401},
 		{bare, "Basic owner", 401},
 		{bare, "Bearer " + yaps.AccountKeyPrefix + "x", 401},
-		{e.url("L1", "owner"), "Bearer " + yaps.AccountKeyPrefix + "x", 101},
+		{e.url("L1", "owner"), "Bearer " + fakeAccountKey, 101},
+		{e.url("L1", "owner"), "Bearer " + yaps.AccountKeyPrefix + "x", 401},
 	} {
 		ws, resp, err := websocket.DefaultDialer.Dial(tc.url, http.Header{"Authorization": {tc.auth}})
 		require.Equal(t, tc.status, resp.StatusCode, tc)

@@ -38,22 +38,23 @@ type stack struct {
 	listenerLost chan struct{}      // a value each time its LISTEN connection was lost
 }
 
-func newStack(t *testing.T, cfg Config) *stack {
+func newStack(t *testing.T, cfg Config, svcMods ...func(*yaps.Config)) *stack {
 	t.Helper()
-	return startStack(t, cfg, filepath.Join(t.TempDir(), "yaps.db"), "127.0.0.1:0")
+	return startStack(t, cfg, filepath.Join(t.TempDir(), "yaps.db"), "127.0.0.1:0", svcMods...)
 }
 
 // startStack serves the SQLite file dbPath on addr; a stack closed with
 // shutdown can be started again on the same file and address (a restart).
-func startStack(t *testing.T, cfg Config, dbPath, addr string) *stack {
+func startStack(t *testing.T, cfg Config, dbPath, addr string, svcMods ...func(*yaps.Config)) *stack {
 	t.Helper()
-	return startStackDSN(t, cfg, "sqlite:"+dbPath, addr)
+	return startStackDSN(t, cfg, "sqlite:"+dbPath, addr, svcMods...)
 }
 
 // startStackDSN is startStack on any store DSN. On Postgres the process
 // gets a LISTEN/NOTIFY notifier, as `yaps serve` does, so several stacks on
-// one database behave as several processes.
-func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
+// one database behave as several processes. svcMods change the service's
+// configuration.
+func startStackDSN(t *testing.T, cfg Config, dsn, addr string, svcMods ...func(*yaps.Config)) *stack {
 	t.Helper()
 	ctx := context.Background()
 	st, err := bunstore.Open(ctx, dsn)
@@ -69,7 +70,11 @@ func startStackDSN(t *testing.T, cfg Config, dsn, addr string) *stack {
 		require.NoError(t, err)
 		notifier, closeNotifier, pn = n, func() { _ = n.Close() }, n
 	}
-	svc, err := yaps.NewService(yaps.Config{Store: st, PurgeInterval: -1, Logger: quiet, Notifier: notifier})
+	svcCfg := yaps.Config{Store: st, PurgeInterval: -1, Logger: quiet, Notifier: notifier}
+	for _, m := range svcMods {
+		m(&svcCfg)
+	}
+	svc, err := yaps.NewService(svcCfg)
 	require.NoError(t, err)
 	if cfg.Logger == nil {
 		cfg.Logger = quiet

@@ -1,0 +1,175 @@
+package ysync
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/ratelimit"
+	"github.com/yaps-dev/yaps/yaps"
+	"github.com/yaps-dev/yaps/yaps/yjs"
+)
+
+// budgetStack is a stack whose anonymous sync and HTTP clients may make
+// mutations yap mutations per window (RULINGS R8), authenticated ones 100.
+func budgetStack(t *testing.T, mutations int64, window time.Duration) *stack {
+	t.Helper()
+	lim, err := ratelimit.New(ratelimit.Config{Limits: ratelimit.Limits{
+		yaps.LimitMutation: {
+			yaps.ClassAnonymous:     {{Limit: mutations, Period: window}},
+			yaps.ClassAuthenticated: {{Limit: 100, Period: window}},
+		},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lim.Close() })
+	return newStack(t, Config{}, func(c *yaps.Config) { c.Limiter = lim })
+}
+
+// addNotes creates the notes ids in one edit (one update).
+func addNotes(ids ...string) func(d *yjs.Doc) {
+	return func(d *yjs.Doc) {
+		for _, id := range ids {
+			m := yjs.NewMap()
+			m.Set("kind", "note")
+			m.Set("body", yjs.NewText(id))
+			d.GetMap("yaps").Set(id, m)
+		}
+	}
+}
+
+// onHold reports whether the room's connection c has updates on hold.
+func onHold(c *conn) bool {
+	c.room.applyMu.Lock()
+	defer c.room.applyMu.Unlock()
+	return c.onHold != nil
+}
+
+// onlyConn returns the only connection of ref's room.
+func (s *stack) onlyConn(ref string) *conn {
+	s.t.Helper()
+	conns := *s.sync.room(ref).snapshot.Load()
+	require.Len(s.t, conns, 1)
+	return conns[0]
+}
+
+// A sync client that has spent its yap-mutation budget (RULINGS R8) is
+// not refused: its next update that creates a yap, and what it sends after
+// it, wait on the server until the window resets, and are then applied in
+// order. Its edits of existing yaps never cost anything, and the socket
+// stays open throughout.
+func TestSyncMutationBudgetHoldsUpdates(t *testing.T) {
+	t.Parallel()
+	st := budgetStack(t, 3, 3*time.Second)
+	ref, owner := st.newList()
+	p := newPeer(t, st.dial(ref, owner))
+	c := st.onlyConn(ref)
+
+	// Four new yaps in one update: stored whole, and the charge of the
+	// fourth finds the budget spent.
+	p.edit(addNotes("n0", "n1", "n2", "n3"))
+	p.until(func() bool { return yapField(p.doc, "n3", "createdAt") != nil })
+	require.Len(t, st.yaps(ref, owner), 4)
+	// Typing is free, even now.
+	p.edit(func(d *yjs.Doc) {
+		v, _ := d.GetMap("yaps").Get("n0")
+		f, _ := v.(*yjs.Map).Get("body")
+		f.(*yjs.Text).Insert(2, "!", nil)
+	})
+	p.until(func() bool {
+		return yapField(p.doc, "n0", "updatedAt") != nil && st.yaps(ref, owner)["n0"]["body"] == "n0!"
+	})
+	require.False(t, onHold(c))
+
+	// The next creation, and an edit sent after it, are held.
+	p.edit(addNotes("late"))
+	p.edit(func(d *yjs.Doc) {
+		v, _ := d.GetMap("yaps").Get("n1")
+		f, _ := v.(*yjs.Map).Get("body")
+		f.(*yjs.Text).Insert(0, "held ", nil)
+	})
+	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	got := st.yaps(ref, owner)
+	require.NotContains(t, got, "late")
+	require.Equal(t, "n1", got["n1"]["body"])
+
+	// Once the window resets both are applied, in order, on the same socket.
+	require.Eventually(t, func() bool {
+		got := st.yaps(ref, owner)
+		return got["late"] != nil && got["n1"]["body"] == "held n1"
+	}, 10*time.Second, 20*time.Millisecond)
+	p.until(func() bool {
+		return yapField(p.doc, "late", "createdAt") != nil && yapField(p.doc, "n1", "body") == "held n1"
+	})
+	require.False(t, onHold(c))
+	require.Len(t, *st.sync.room(ref).snapshot.Load(), 1, "never disconnected")
+}
+
+// Held updates of a client that goes away are dropped: its document keeps
+// them, and its next sync sends them again.
+func TestSyncMutationBudgetDropsHeldOnLeave(t *testing.T) {
+	t.Parallel()
+	const window = 2 * time.Second
+	st := budgetStack(t, 1, window)
+	ref, owner := st.newList()
+	p := newPeer(t, st.dial(ref, owner))
+	c := st.onlyConn(ref)
+	p.edit(addNotes("a", "b")) // over: held from now on
+	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
+	p.edit(addNotes("late"))
+	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.c.ws.Close())
+	require.Eventually(t, func() bool {
+		c.room.applyMu.Lock()
+		defer c.room.applyMu.Unlock()
+		return c.onHold == nil && c.pendingN == 0 && c.pendingBytes == 0
+	}, 5*time.Second, 5*time.Millisecond)
+	// Not stored once the budget is back either: dropped, not retried.
+	time.Sleep(window + 500*time.Millisecond)
+	require.NotContains(t, st.yaps(ref, owner), "late")
+}
+
+// The sync endpoint reads account credentials as the HTTP API does
+// (RULINGS R8): a valid key makes the socket authenticated, with that
+// class's budget, and a bad one is refused before the upgrade with 401.
+func TestSyncAccountCredential(t *testing.T) {
+	t.Parallel()
+	st := budgetStack(t, 1, time.Minute)
+	ref, owner := st.newList()
+	key := st.do("POST", "/accounts", "", nil, 201)["accountKey"].(string)
+
+	for _, h := range []http.Header{
+		{"X-Account-Key": {"yak_" + "bogus"}},
+		{"X-Account-Key": {yaps.NewAccountKey()}}, // well formed, unknown
+	} {
+		_, resp, err := websocket.DefaultDialer.Dial(st.wsURL(ref, owner), h)
+		require.Error(t, err)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		require.EqualValues(t, http.StatusUnauthorized, problemOf(t, resp)["status"])
+		resp.Body.Close()
+	}
+
+	for _, h := range []http.Header{
+		{"X-Account-Key": {key}},
+		{"Authorization": {"Bearer " + key}}, // the code then comes from k
+	} {
+		c, start := dialRawHeader(t, st.wsURL(ref, owner), h)
+		start()
+		require.Equal(t, uint64(SyncStep1), c.next().SyncType)
+		p := newPeer(t, c)
+		// Authenticated: more than the anonymous budget of 1.
+		ids := make([]string, 3)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%t-%d", h.Get("X-Account-Key") != "", i)
+			p.edit(addNotes(ids[i]))
+			p.until(func() bool { return yapField(p.doc, ids[i], "createdAt") != nil })
+		}
+		for _, cn := range *st.sync.room(ref).snapshot.Load() {
+			require.False(t, onHold(cn))
+		}
+		require.NoError(t, c.ws.Close())
+	}
+}
