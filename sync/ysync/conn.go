@@ -715,17 +715,24 @@ func (r *room) linger(t **time.Timer) bool {
 // still stored. Connections being closed by the server (a bad message, a
 // revoked code, a slow reader) have theirs dropped.
 func (r *room) apply(batch []queuedUpdate) {
-	slots := map[*conn]bool{} // connections whose update holds a step 2 slot
+	// Connections whose updates hold step 2 slots, and how many; made
+	// when needed (rarely: only large updates hold one).
+	var slots map[*conn]int
 	defer func() {
-		for range slots {
-			r.s.releaseStep2Slot()
+		for _, n := range slots {
+			for range n {
+				r.s.releaseStep2Slot()
+			}
 		}
 	}()
 	var order []*conn
 	byConn := map[*conn][][]byte{}
 	for _, q := range batch {
 		if q.slot {
-			slots[q.c] = true // at most one: a large update comes alone (applyLoop)
+			if slots == nil {
+				slots = map[*conn]int{}
+			}
+			slots[q.c]++
 		}
 		if q.c.closing.Load() {
 			continue
@@ -760,7 +767,7 @@ func (r *room) apply(batch []queuedUpdate) {
 		wait    time.Duration
 	}
 	var heldOrder []*conn
-	holds := map[*conn]*holding{}
+	var holds map[*conn]*holding // made when needed
 	for i, err := range errs {
 		c := ups[i].Origin.(*conn)
 		var ye *yaps.Error
@@ -770,6 +777,9 @@ func (r *room) apply(batch []queuedUpdate) {
 			// The sender's yap-mutation budget is spent: kept, not refused.
 			h := holds[c]
 			if h == nil {
+				if holds == nil {
+					holds = map[*conn]*holding{}
+				}
 				h = &holding{}
 				holds[c] = h
 				heldOrder = append(heldOrder, c)
@@ -790,7 +800,7 @@ func (r *room) apply(batch []queuedUpdate) {
 	}
 	for _, c := range heldOrder {
 		c.hold(holds[c].updates, slots[c], holds[c].wait)
-		delete(slots, c) // kept by the held update
+		delete(slots, c) // kept by the held updates
 	}
 }
 
@@ -800,15 +810,15 @@ func (r *room) apply(batch []queuedUpdate) {
 // queues them again in order. Its read loop waits in enqueue meanwhile,
 // so TCP back-pressure reaches the client. Nothing is refused: the
 // client's new yaps reach the others once its budget allows, and its edits
-// follow. slot: the first update holds a step 2 slot, kept until it is
-// applied. Held updates of a client that goes away are dropped (it sends
+// follow. slots: how many step 2 slots the updates hold (kept until they
+// are applied: the first ones hold them). Held updates of a client that goes away are dropped (it sends
 // them again when it next syncs), so they cannot pile up.
-func (c *conn) hold(updates [][]byte, slot bool, wait time.Duration) {
+func (c *conn) hold(updates [][]byte, slots int, wait time.Duration) {
 	r := c.room
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
 	for i, u := range updates {
-		c.onHold = append(c.onHold, queuedUpdate{c: c, update: u, slot: slot && i == 0})
+		c.onHold = append(c.onHold, queuedUpdate{c: c, update: u, slot: i < slots})
 		c.pendingN++
 		c.pendingBytes += len(u)
 	}
