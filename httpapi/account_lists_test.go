@@ -190,3 +190,42 @@ func TestOpenAPIAccountLists(t *testing.T) {
 		require.NoError(t, d.validate(schema, decodeJSON(t, r.Body), "body"), "%s", r.Body)
 	}
 }
+
+// TestAccountHint: a 401 that asks for an account credential names the
+// built-in keys only when they are in use; a host's own resolver reads a
+// credential Yaps cannot describe (and POST /accounts does not exist).
+func TestAccountHint(t *testing.T) {
+	t.Parallel()
+	host := httpapi.Config{Accounts: func(*http.Request) (*yaps.Account, error) { return nil, nil }}
+	for _, tc := range []struct {
+		name    string
+		cfg     httpapi.Config
+		builtin bool
+	}{{"built-in accounts", httpapi.Config{}, true}, {"host resolver", host, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backends()[0], envOptions{cfg: tc.cfg})
+			ref, owner := e.newList(nil)
+			for path, hint := range map[string]string{
+				"GET /lists":                     "Bearer yak_",
+				"POST /lists/" + ref + "/rollup": "X-Account-Key",
+			} {
+				method, p, _ := strings.Cut(path, " ")
+				code := ""
+				if strings.Contains(p, "rollup") {
+					code = owner
+				}
+				r := e.do(req{Method: method, Path: p, Code: code})
+				expectProblem(t, r, http.StatusUnauthorized, "unauthorized")
+				detail, _ := r.JSON["detail"].(string)
+				require.Contains(t, detail, "account credential", path)
+				if tc.builtin {
+					require.Contains(t, detail, hint, path)
+				} else {
+					require.NotContains(t, detail, "yak_", path)
+					require.NotContains(t, detail, "X-Account-Key", path)
+				}
+			}
+		})
+	}
+}

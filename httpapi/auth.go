@@ -32,6 +32,15 @@ func (s *server) builtinAccount(r *http.Request) (*yaps.Account, error) {
 	return s.svc.AccountByKey(r.Context(), key)
 }
 
+// accountHint names how to send a built-in account key, for a 401 that asks
+// for one; a host's own resolver reads credentials Yaps cannot describe.
+func (s *server) accountHint(how string) string {
+	if !s.builtin {
+		return ""
+	}
+	return " (" + how + ")"
+}
+
 // account runs the configured resolver. Errors that are not *yaps.Error
 // count as an invalid credential (401), and so does an account without an
 // ID: it names no account to own lists or to count requests against, and

@@ -174,27 +174,36 @@ func (s *server) patchList(ctx context.Context, st *reqState, in *refInput) *raw
 	if out != nil {
 		return out
 	}
+	var p yaps.ListPatch
+	// On an archived list only an unarchive may proceed: anything else is
+	// 403, before the body's own errors (RULINGS R3), as the service
+	// answers a valid body.
+	bad := func(err error) *rawOut {
+		if a.List.Archived() && !(p.ArchivedAt.Present && p.ArchivedAt.Null) {
+			return st.requireWritable(a)
+		}
+		return st.errorOut(err)
+	}
 	body, err := st.readBody()
 	if err != nil {
-		return st.errorOut(err)
+		return bad(err)
 	}
 	o, err := decodeObject(body, true)
 	if err != nil {
-		return st.errorOut(err)
-	}
-	var p yaps.ListPatch
-	if p.Title, err = titleField(o); err != nil {
-		return st.errorOut(err)
-	}
-	if p.Kind, err = listKindField(o); err != nil {
-		return st.errorOut(err)
+		return bad(err)
 	}
 	if p.ArchivedAt, err = o.time("archivedAt"); err != nil {
-		return st.errorOut(err)
+		return bad(err)
+	}
+	if p.Title, err = titleField(o); err != nil {
+		return bad(err)
+	}
+	if p.Kind, err = listKindField(o); err != nil {
+		return bad(err)
 	}
 	o.ignore("ref", "createdAt", "updatedAt", "rolledUpAt", "docVersion") // read-only members echoed back
 	if err := o.unknown(); err != nil {
-		return st.errorOut(err)
+		return bad(err)
 	}
 	l, err := s.svc.UpdateList(ctx, a, p, st.ifMatch())
 	if err != nil {
@@ -437,22 +446,12 @@ func (s *server) patchYap(ctx context.Context, st *reqState, in *yapInput) *rawO
 	return out
 }
 
-// agentScope answers 403 before the body is read when an agent code
-// without yaps:write edits a live yap that is not a task (the scope check
-// comes before the body check, RULINGS R3). Deleted or unknown yaps are
-// left to the service.
+// agentScope answers 403 before the body is read when an agent code's
+// scope does not reach the yap's kind, deleted or not (the scope check
+// comes before the body check, RULINGS R3).
 func (s *server) agentScope(ctx context.Context, st *reqState, a *yaps.Actor, id string) *rawOut {
-	if a.Permission.Role != yaps.RoleAgent {
-		return nil
-	}
-	for _, sc := range a.Permission.Scopes {
-		if sc == yaps.ScopeYapsWrite {
-			return nil
-		}
-	}
-	y, err := s.svc.GetYap(ctx, a, id)
-	if err == nil && y.Kind != yaps.KindTask {
-		return st.errorOut(yaps.Errorf(yaps.EFORBIDDEN, "this agent code may write task yaps only (scope tasks:write)"))
+	if err := s.svc.CheckYapScope(ctx, a, id); err != nil {
+		return st.errorOut(err)
 	}
 	return nil
 }
@@ -582,7 +581,7 @@ func (s *server) rollup(ctx context.Context, st *reqState, in *refInput) *rawOut
 		return out
 	}
 	if a.Account == nil {
-		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "rollup needs an account credential (X-Account-Key) beside the owner code"))
+		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "rollup needs an account credential%s beside the owner code", s.accountHint("X-Account-Key")))
 	}
 	if out := st.requireRole(a, ownerOnly...); out != nil {
 		return out
@@ -698,7 +697,7 @@ func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *ra
 		return st.errorOut(acctErr)
 	}
 	if acct == nil {
-		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "GET /lists needs an account credential (Authorization: Bearer yak_...)"))
+		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "GET /lists needs an account credential%s", s.accountHint("Authorization: Bearer yak_...")))
 	}
 	q, err := st.query()
 	if err != nil {

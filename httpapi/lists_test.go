@@ -109,6 +109,7 @@ func TestStatusOrder(t *testing.T) {
 			{"viewer adds yap, bad body", req{Method: "POST", Path: "/lists/" + ref + "/yaps", Code: viewer, Body: bad}, 403, "forbidden"},
 			{"owner, bad body", req{Method: "PATCH", Path: "/lists/" + ref, Code: owner, Body: bad}, 400, "bad_request"},
 			{"owner, bad limit", req{Method: "GET", Path: "/lists/" + ref + "/yaps?limit=0", Code: owner}, 400, "bad_request"},
+			{"owner, a member twice", req{Method: "POST", Path: "/lists/" + ref + "/permissions", Code: owner, Body: `{"role":"agent","role":"owner"}`}, 400, "bad_request"},
 			{"no code, bad limit", req{Method: "GET", Path: "/lists/" + ref + "/yaps?limit=x"}, 401, "unauthorized"},
 			{"unknown yap", req{Method: "GET", Path: "/lists/" + ref + "/yaps/nope", Code: owner}, 404, "not_found"},
 			{"unknown permission", req{Method: "DELETE", Path: "/lists/" + ref + "/permissions/nope", Code: owner}, 404, "not_found"},
@@ -122,6 +123,50 @@ func TestStatusOrder(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				expectProblem(t, e.in(t).do(c.r), c.status, c.code)
+			})
+		}
+	})
+}
+
+// TestForbiddenBeforeBody: an archived list (for anything but an
+// unarchive) and an agent's scope (by the yap's kind, soft-deleted yaps
+// too) answer 403 before the body is checked (RULINGS R3).
+func TestForbiddenBeforeBody(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		ref, owner := e.newList(nil)
+		_, editor := e.issue(ref, owner, yaps.RoleEditor)
+		_, agent := e.issue(ref, owner, yaps.RoleAgent) // tasks:write only
+		note := e.addYap(ref, owner, map[string]any{"kind": "note", "body": "n"})["id"].(string)
+		expect(t, e.do(req{Method: "DELETE", Path: "/lists/" + ref + "/yaps/" + note, Code: owner}), http.StatusNoContent)
+		notePath := "/lists/" + ref + "/yaps/" + note
+		archived, archivedOwner := e.newList(nil)
+		_, archivedEditor := e.issue(archived, archivedOwner, yaps.RoleEditor)
+		expect(t, e.do(req{Method: "DELETE", Path: "/lists/" + archived, Code: archivedOwner}), http.StatusNoContent)
+		listPath := "/lists/" + archived
+
+		cases := []struct {
+			name   string
+			r      req
+			status int
+		}{
+			{"archived: long title", req{Method: "PATCH", Path: listPath, Code: archivedEditor, Body: `{"title":"` + strings.Repeat("a", 201) + `"}`}, 403},
+			{"archived: title with LF", req{Method: "PATCH", Path: listPath, Code: archivedEditor, Body: `{"title":"a\nb"}`}, 403},
+			{"archived: bad kind", req{Method: "PATCH", Path: listPath, Code: archivedEditor, Body: `{"kind":"bogus"}`}, 403},
+			{"archived: unknown member", req{Method: "PATCH", Path: listPath, Code: archivedEditor, Body: `{"foo":1}`}, 403},
+			{"archived: broken JSON", req{Method: "PATCH", Path: listPath, Code: archivedEditor, Body: `{"title":`}, 403},
+			{"archived: unarchive with a bad title", req{Method: "PATCH", Path: listPath, Code: archivedOwner, Body: `{"archivedAt":null,"title":"a\nb"}`}, 400},
+			{"live list: bad kind", req{Method: "PATCH", Path: "/lists/" + ref, Code: editor, Body: `{"kind":"bogus"}`}, 400},
+			{"agent, deleted note: restore", req{Method: "PATCH", Path: notePath, Code: agent, Body: `{"deletedAt":null}`}, 403},
+			{"agent, deleted note: bad body", req{Method: "PATCH", Path: notePath, Code: agent, Body: `{"deletedAt":null,"body":5}`}, 403},
+			{"agent, deleted note: broken JSON", req{Method: "PATCH", Path: notePath, Code: agent, Body: `{`}, 403},
+			{"editor, deleted note: bad body", req{Method: "PATCH", Path: notePath, Code: editor, Body: `{"deletedAt":null,"body":5}`}, 400},
+			{"agent, unknown yap", req{Method: "PATCH", Path: "/lists/" + ref + "/yaps/nope", Code: agent, Body: `{"status":"done"}`}, 404},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				code := map[int]string{400: "bad_request", 403: "forbidden", 404: "not_found"}[c.status]
+				expectProblem(t, e.in(t).do(c.r), c.status, code)
 			})
 		}
 	})

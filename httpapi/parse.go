@@ -77,6 +77,11 @@ func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 	// The common case, one valid object, in one pass; anything else takes
 	// the decoder below, whose errors say what is wrong.
 	if json.Unmarshal(trimmed, &o.m) == nil {
+		if members(trimmed) != len(o.m) {
+			// encoding/json keeps the last of a repeated member; a proxy or
+			// a log in front may read the first, so neither is guessed.
+			return nil, errInvalid("a member of the JSON object appears more than once")
+		}
 		return o, nil
 	}
 	o.m = nil
@@ -91,6 +96,42 @@ func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 		o.m = map[string]json.RawMessage{}
 	}
 	return o, nil
+}
+
+// members counts the members of the JSON object b, which is valid JSON,
+// repeated ones included.
+func members(b []byte) int {
+	n, depth := 0, 0
+	inString, escaped, key := false, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 && key {
+				n++
+				key = false
+			}
+		case '{', '[':
+			depth++
+			key = depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			key = depth == 1
+		}
+	}
+	return n
 }
 
 // emptyBody reads the body of an operation that takes none: nothing, null

@@ -65,6 +65,23 @@ func (s *Service) GetYap(ctx context.Context, a *Actor, id string) (*Yap, error)
 	return y, nil
 }
 
+// CheckYapScope answers, before the body of a write to yap id is read,
+// whether a's role and scope let it write that yap, by the yap's kind,
+// soft-deleted yaps included (RULINGS R3: the scope check comes before the
+// body check): EFORBIDDEN when not; nil when it may, or when the yap is
+// unknown (the write itself then answers 404). Only agent codes read the
+// yap: the other roles write every kind or none.
+func (s *Service) CheckYapScope(ctx context.Context, a *Actor, id string) error {
+	if err := a.can(opWriteYap, ""); err != nil || a.Permission.Role != RoleAgent {
+		return err
+	}
+	y, err := s.cfg.Store.Yap(ctx, a.List.Ref, id)
+	if err != nil {
+		return nil
+	}
+	return a.can(opWriteYap, y.Kind)
+}
+
 // CanWrite reports whether the actor may write the list document over sync:
 // its role and scope allow writing some yaps and the list (as of
 // Authenticate) is not archived. Each write is still checked per yap.

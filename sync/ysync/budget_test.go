@@ -149,6 +149,7 @@ func TestSyncAccountCredential(t *testing.T) {
 		require.Error(t, err)
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		require.EqualValues(t, http.StatusUnauthorized, problemOf(t, resp)["status"])
+		require.Equal(t, `Bearer realm="yaps"`, resp.Header.Get("WWW-Authenticate"))
 		resp.Body.Close()
 	}
 

@@ -821,6 +821,7 @@ func writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusNotFound, "not_found"
 	case yaps.EUNAUTHORIZED:
 		status, code = http.StatusUnauthorized, "unauthorized"
+		w.Header().Set("WWW-Authenticate", `Bearer realm="yaps"`) // RFC 9110: every 401, as the HTTP API sends
 	case yaps.EFORBIDDEN:
 		status, code = http.StatusForbidden, "forbidden"
 	case yaps.EINVALID:

@@ -215,6 +215,11 @@ func TestRefusalsBeforeUpgrade(t *testing.T) {
 		require.Equal(t, tc.errCode, p["error"].(map[string]any)["code"])
 		require.NotContains(t, p["instance"], "k=")
 		require.Equal(t, prefix+"/lists/"+tc.ref+"/sync", p["instance"], "the escaped path, a URI reference")
+		if tc.status == 401 {
+			require.Equal(t, `Bearer realm="yaps"`, resp.Header.Get("WWW-Authenticate"), "RFC 9110: every 401")
+		} else {
+			require.Empty(t, resp.Header.Get("WWW-Authenticate"))
+		}
 		resp.Body.Close()
 	}
 
