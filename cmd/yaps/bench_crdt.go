@@ -229,6 +229,9 @@ func runBenchCRDT(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	outPath := fs.String("out", "", "write the encoded v1 update to `FILE`")
 	clientID := fs.Uint64("client-id", 0, "client `ID` of the replaying doc (0: random, like Yjs); fix it to compare bytes across engines")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *tracePath == "" || fs.NArg() > 0 {

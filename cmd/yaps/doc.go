@@ -65,6 +65,9 @@ func runDocJSON(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	pretty := fs.Bool("pretty", false, "indent the JSON output")
 	fs.Usage = func() { fmt.Fprintln(stderr, docUsage) }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if fs.NArg() == 0 {
@@ -136,6 +139,9 @@ func runDocMerge(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, docUsage) }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if fs.NArg() == 0 {

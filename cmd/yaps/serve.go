@@ -91,6 +91,8 @@ type Main struct {
 	closing  atomic.Bool
 
 	limiterCloser io.Closer
+
+	usageOut io.Writer // where ParseFlags prints the usage (-h, bad flags): NewMain's logw
 }
 
 // NewMain returns a Main with the documented defaults, logging to logw.
@@ -103,6 +105,7 @@ func NewMain(logw io.Writer) *Main {
 		LogLevel:   "info",
 	}
 	m.logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: &m.level}))
+	m.usageOut = logw
 	return m
 }
 
@@ -135,10 +138,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 
 	fs := flag.NewFlagSet("yaps serve", flag.ContinueOnError)
+	fs.SetOutput(m.usageOut)
 	fs.StringVar(&m.ListenAddr, "addr", m.ListenAddr, "listen address (YAPS_ADDR)")
 	fs.StringVar(&m.DB, "db", m.DB, "database: sqlite:PATH, sqlite::memory: or postgres://... (YAPS_DB)")
 	fs.StringVar(&m.Prefix, "prefix", m.Prefix, "API path prefix (YAPS_PREFIX)")
-	fs.StringVar(&m.PublicURL, "public-url", m.PublicURL, "external origin for sliceUrl and apiBase; default http://ADDR, or http://127.0.0.1:PORT when ADDR is every interface (YAPS_PUBLIC_URL)")
+	fs.StringVar(&m.PublicURL, "public-url", m.PublicURL, "external origin for sliceUrl and apiBase; default http:// + the address the listener bound (--addr localhost:4736 gives http://127.0.0.1:4736), or http://127.0.0.1:PORT when it listens on every interface (0.0.0.0, ::, no host) (YAPS_PUBLIC_URL)")
 	fs.StringVar(&m.RateLimit, "rate-limit", m.RateLimit, "rate limits: default, off, or a JSON file (YAPS_RATE_LIMIT)")
 	fs.StringVar(&m.Redis, "redis", m.Redis, "Redis URL to share rate limits between processes (YAPS_REDIS)")
 	fs.StringVar(&m.RedisKeys, "redis-prefix", m.RedisKeys, "start of every rate-limit key in Redis, to keep deployments sharing one Redis apart; default "+ratelimit.DefaultKeyPrefix+" (YAPS_REDIS_PREFIX)")
