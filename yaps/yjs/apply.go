@@ -354,10 +354,12 @@ func (d *Doc) integrateStructs(tx *Transaction, blocks []*clientRefs) *pendingSt
 			} else {
 				var missing uint64
 				found := true
-				// Yjs also resolves origins of structs it already has; that
-				// only re-splits boundaries it merges back anyway, but with
-				// corrupt origins it can split a surrogate pair, so skip it.
-				if !it.isGC() && offset < it.length {
+				// The origins of structs the document already has are
+				// resolved too, as Yjs does: that splits the items they
+				// point into, which a gc:false document keeps split (a
+				// surrogate pair cut so becomes two U+FFFD, as in Yjs), so
+				// its state encodes to Yjs's bytes.
+				if !it.isGC() {
 					missing, found = it.getMissing(tx, store, &head.pr)
 				}
 				if !found {

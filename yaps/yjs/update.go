@@ -314,7 +314,12 @@ func mergeRefs(l, r *structRef) bool {
 }
 
 // MergeUpdates merges v1 updates into one without a document, producing the
-// same bytes as Y.mergeUpdates.
+// same bytes as Y.mergeUpdates, but for one case: where two updates hold an
+// Item and a GC struct for the same id (a gc:false and a gc:true replica's
+// state), Yjs's comparator ranks each before the other and which one it
+// keeps depends on the order its engine's sort compares them in, and the
+// choice here may differ. Either result is a valid update with the same
+// content.
 func MergeUpdates(updates [][]byte) ([]byte, error) {
 	if len(updates) == 1 {
 		if _, err := decodeUpdateRaw(updates[0]); err != nil {

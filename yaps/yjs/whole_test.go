@@ -1,6 +1,7 @@
 package yjs_test
 
 import (
+	"encoding/hex"
 	"math/rand/v2"
 	"testing"
 
@@ -190,4 +191,26 @@ func BenchmarkApplyKeystroke(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestKnownStructOriginsSplit: the origins of structs a document already
+// has are resolved as Yjs resolves them, so a gc:false document cuts the
+// deleted "😀" they point into (two U+FFFD) and encodes Yjs's bytes. The
+// states are Y.encodeStateAsUpdate of two yjs 13.6 replicas: p1 (gc:false)
+// deleted a synced "😀" and typed a new one while p0 deleted its first half
+// (found by a differential review against yjs).
+func TestKnownStructOriginsSplit(t *testing.T) {
+	t.Parallel()
+	hx := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		require.NoError(t, err)
+		return b
+	}
+	d := yjs.NewDoc(yjs.WithGC(false), yjs.WithClientID(99))
+	require.NoError(t, d.ApplyUpdate(hx("0201020084010104f09f98800101000401017404f09f98800101010002"), nil))
+	require.NoError(t, d.ApplyUpdate(hx("01020100010101740184010003efbfbd0101010001"), nil))
+	got, err := d.EncodeStateAsUpdate(nil)
+	require.NoError(t, err)
+	require.Equal(t, "0201020084010104f09f98800101000401017406efbfbdefbfbd0101010002", hex.EncodeToString(got), "Y.encodeStateAsUpdate after the same two updates")
+	require.Equal(t, "😀", d.GetText("t").String())
 }
