@@ -68,12 +68,24 @@ func (s *Service) poller(interval time.Duration) {
 // started it. Close cancels it (the next process compacts).
 func (s *Service) compactAsync(ref string) {
 	defer s.wg.Done()
+	// At most maxCompactions at once: each holds an encoded copy of its
+	// document's state, and many lists can fall due together (a busy
+	// moment, a cache that warms up).
+	select {
+	case s.compactions <- struct{}{}:
+		defer func() { <-s.compactions }()
+	case <-s.ctx.Done():
+		return // closing: the next process compacts
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
 	if err := s.compact(ctx, ref, true); err != nil && s.ctx.Err() == nil {
 		s.log.Error("yaps: compaction failed", "list", ref, "err", err)
 	}
 }
+
+// maxCompactions bounds the compactions running at once (compactAsync).
+const maxCompactions = 2
 
 // compact replaces the list's update log up to the cached document's seq by
 // the document's state, when compaction is due (or always with force and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,4 +59,51 @@ func TestCompactionOfAGrowingList(t *testing.T) {
 	// the last one (with a fixed bound of 3,200 updates: 3.45×, growing
 	// with the list).
 	require.Less(t, ratio, 2.5)
+}
+
+// gatedCompactions is a store whose CompactDoc waits for release, and
+// which records how many ran at once.
+type gatedCompactions struct {
+	yaps.Store
+	release        chan struct{}
+	inFlight, most atomic.Int64
+	done           atomic.Int64
+}
+
+func (g *gatedCompactions) CompactDoc(ctx context.Context, ref string, seq int64, state []byte) error {
+	n := g.inFlight.Add(1)
+	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	defer g.inFlight.Add(-1)
+	defer g.done.Add(1)
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.CompactDoc(ctx, ref, seq, state)
+}
+
+// TestCompactionsBounded: however many lists fall due at once, at most two
+// background compactions run (each holds an encoded copy of a state); the
+// others wait their turn and all are done in the end.
+func TestCompactionsBounded(t *testing.T) {
+	t.Parallel()
+	st := &gatedCompactions{Store: memstore.New(), release: make(chan struct{})}
+	e := newEnvOn(t, st, func(c *yaps.Config) { c.CompactAfter = 1 })
+	const lists = 6
+	for range lists {
+		owner := e.list()
+		t.Cleanup(e.svc.Pin(owner.List.Ref))
+		for range 3 {
+			_, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("x"), "", nil)
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool { return st.inFlight.Load() == 2 }, 10*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // room for a third, were there no bound
+	require.EqualValues(t, 2, st.most.Load())
+	close(st.release)
+	require.Eventually(t, func() bool { return st.done.Load() >= lists }, 10*time.Second, time.Millisecond)
+	require.EqualValues(t, 2, st.most.Load())
 }

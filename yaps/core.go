@@ -19,6 +19,8 @@ func NewService(cfg Config) (*Service, error) {
 		cfg:  cfg,
 		log:  cfg.Logger,
 		subs: make(map[int]func(Event)),
+
+		compactions: make(chan struct{}, maxCompactions),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocCacheMemory, cfg.DocIdleTimeout)

@@ -155,6 +155,8 @@ type Service struct {
 	claims claimCache    // Yjs client IDs' writers (clients.go)
 	holds  mutationHolds // sync senders whose yap-mutation budget is spent (syncbudget.go)
 
+	compactions chan struct{} // a slot per running background compaction (maxCompactions)
+
 	coalesceDetail string      // audit Detail of a coalescing sync update entry
 	notices        chan Notice // outgoing, when cfg.Notifier != nil
 	refresh        refresher
