@@ -32,13 +32,16 @@ func CORS(origins []string, next http.Handler) http.Handler {
 		return any || slices.ContainsFunc(origins, func(o string) bool { return strings.EqualFold(o, origin) })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer depends on Origin, also one without CORS headers (no
+		// Origin, or one not allowed): a shared cache must not hand it to
+		// an allowed origin.
+		h := w.Header()
+		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
 		if origin == "" || !allowed(origin) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
 		h.Set("Access-Control-Allow-Origin", origin)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Add("Vary", "Access-Control-Request-Method")

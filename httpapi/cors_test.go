@@ -47,6 +47,11 @@ func TestCORS(t *testing.T) {
 			httpapi.CORS(tt.origins, next).ServeHTTP(rec, req)
 			require.Equal(t, tt.wantStatus, rec.Code)
 			require.Equal(t, tt.wantAllowed, rec.Header().Get("Access-Control-Allow-Origin"))
+			if len(tt.origins) > 0 {
+				require.Contains(t, rec.Header().Values("Vary"), "Origin", "every answer varies by Origin once CORS is on")
+			} else {
+				require.Empty(t, rec.Header().Values("Vary"))
+			}
 			require.Empty(t, rec.Header().Get("Access-Control-Allow-Credentials"), "codes are bearer tokens; credentials mode is never offered")
 			if tt.preflight && tt.wantAllowed != "" {
 				require.Contains(t, rec.Header().Get("Access-Control-Allow-Methods"), "PATCH")
