@@ -333,8 +333,16 @@ func TestUnknownRoutes(t *testing.T) {
 	expectProblem(t, e.get("/nope", ""), 404, "not_found")
 	r := e.do(req{Method: "PUT", Path: "/lists/" + ref, Code: owner, Body: "{}"})
 	expectProblem(t, r, 405, "method_not_allowed")
-	require.Equal(t, "GET, PATCH, DELETE", r.Header.Get("Allow"))
-	expectProblem(t, e.do(req{Method: "DELETE", Path: "/lists"}), 405, "method_not_allowed")
+	require.Equal(t, "GET, HEAD, PATCH, DELETE", r.Header.Get("Allow"))
+	for _, m := range []string{"GET", "HEAD"} { // what Allow names works
+		require.Equal(t, 200, e.do(req{Method: m, Path: "/lists/" + ref, Code: owner}).Status, m)
+	}
+	r = e.do(req{Method: "DELETE", Path: "/lists"})
+	expectProblem(t, r, 405, "method_not_allowed")
+	require.Equal(t, "GET, HEAD, POST", r.Header.Get("Allow"))
+	r = e.do(req{Method: "GET", Path: "/lists/" + ref + "/permissions/p1", Code: owner})
+	expectProblem(t, r, 405, "method_not_allowed")
+	require.Equal(t, "DELETE", r.Header.Get("Allow"), "no HEAD without GET")
 	expectProblem(t, e.get("/lists/"+ref+"/yaps/a/b", owner), 404, "not_found")
 }
 

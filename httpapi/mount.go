@@ -138,6 +138,9 @@ func notFoundHandler(mux *http.ServeMux, prefix string) http.Handler {
 			probe.Method = m
 			if _, pattern := mux.Handler(probe); pattern != "" && pattern != catchAll {
 				allow = append(allow, m)
+				if m == http.MethodGet {
+					allow = append(allow, http.MethodHead) // net/http answers HEAD wherever GET is
+				}
 			}
 		}
 		k := errorTable[yaps.ENOTFOUND]
