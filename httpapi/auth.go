@@ -10,9 +10,6 @@ import (
 	"github.com/yaps-dev/yaps/yaps"
 )
 
-// bearer returns the token of an "Authorization: Bearer <token>" header.
-func bearer(r *http.Request) (string, bool) { return yaps.BearerToken(r.Header.Get("Authorization")) }
-
 // code returns the permission code of a request: the bearer token (unless
 // it is an account key), else the k query parameter (INTERFACE §5.3).
 func (st *reqState) code() string {
