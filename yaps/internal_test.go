@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -302,4 +303,28 @@ func TestSealedAnswers(t *testing.T) {
 	bad := sealRecord(&IdempotencyRecord{Scope: "s", Key: "k", Body: []byte{answerTagged, 200, 1, 'x'}})
 	_, err = openRecord(bad, "s", "k")
 	require.Error(t, err)
+}
+
+// TestMutationHoldsBounded: past maxMutationHolds live holds, a new one
+// still takes effect (another makes room), so a spent key is never let
+// through because the map is full.
+func TestMutationHoldsBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := &Service{cfg: Config{Now: func() time.Time { return now }}}
+	for i := range maxMutationHolds {
+		s.hold(fmt.Sprint("ip:", i), now.Add(time.Minute))
+	}
+	a := &Actor{List: &List{}, Permission: &Permission{}, ClientIP: "192.0.2.99"}
+	class, key := limitKey(a.ClientIP, nil, a)
+	s.hold(string(class)+" "+key, now.Add(time.Minute))
+	require.Len(t, s.holds.until, maxMutationHolds)
+	wait, held := s.mutationsHeld(a)
+	require.True(t, held)
+	require.Equal(t, time.Minute, wait)
+	require.Equal(t, time.Minute, errMutationsHeld(wait).(*Error).RetryAfter)
+	require.Equal(t, 2*time.Second, errMutationsHeld(1100*time.Millisecond).(*Error).RetryAfter, "rounded up")
+	now = now.Add(time.Minute) // expired: dropped on the next look
+	_, held = s.mutationsHeld(a)
+	require.False(t, held)
 }

@@ -20,7 +20,7 @@ import (
 // after it is stored. When that finds the budget spent, the sender's key is
 // held until the window resets: its next update that creates, deletes,
 // restores or removes a yap is refused untouched with ERATELIMITED and its
-// RetryAfter (ysync keeps it and applies it then; nothing is lost). One
+// RetryAfter (ysync holds it and applies it then; nothing is lost). One
 // update per window may so go over the budget, by the yaps it holds; the
 // document limits (Config.MaxDocItems, MaxDocBytes) bound that too. Holds
 // are kept in this process: another process learns of a spent budget with
@@ -30,10 +30,11 @@ import (
 // sets both): a Go program applying its own updates with ApplyUpdate is
 // not a client of the limits.
 
-// maxMutationHolds bounds the keys held at once. Past it, expired holds
-// are dropped, and then the new hold is not kept (the next update is
-// charged and refused by the limiter again).
-const maxMutationHolds = 10_000
+// maxMutationHolds bounds the keys held at once (about 100 bytes each).
+// Past it, expired holds are dropped, and then one live hold, chosen at
+// random, makes room: that key may get one more update over its budget
+// before its next charge holds it again.
+const maxMutationHolds = 100_000
 
 // mutationHolds maps a limit key to when its hold ends.
 type mutationHolds struct {
@@ -71,7 +72,7 @@ func (s *Service) mutationsHeld(a *Actor) (time.Duration, bool) {
 // errMutationsHeld is the refusal of an update while its sender is held.
 func errMutationsHeld(wait time.Duration) error {
 	return &Error{Code: ERATELIMITED, Message: "rate limit exceeded: no more yaps may be created or deleted for now",
-		RetryAfter: max(wait.Round(time.Second), time.Second)}
+		RetryAfter: max((wait + time.Second - 1).Truncate(time.Second), time.Second)} // rounded up: never released early
 }
 
 // chargeMutations charges n yap mutations of a stored sync update to a's
@@ -106,8 +107,11 @@ func (s *Service) hold(key string, end time.Time) {
 				delete(h.until, k)
 			}
 		}
-		if len(h.until) >= maxMutationHolds {
-			return
+		for k := range h.until {
+			if len(h.until) < maxMutationHolds {
+				break
+			}
+			delete(h.until, k)
 		}
 	}
 	h.until[key] = end

@@ -3,6 +3,7 @@ package ysync
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,12 @@ import (
 // mutations yap mutations per window (RULINGS R8), authenticated ones 100.
 func budgetStack(t *testing.T, mutations int64, window time.Duration) *stack {
 	t.Helper()
+	return budgetStackWith(t, Config{}, mutations, window)
+}
+
+// budgetStackWith is budgetStack with the sync endpoint's cfg.
+func budgetStackWith(t *testing.T, cfg Config, mutations int64, window time.Duration) *stack {
+	t.Helper()
 	lim, err := ratelimit.New(ratelimit.Config{Limits: ratelimit.Limits{
 		yaps.LimitMutation: {
 			yaps.ClassAnonymous:     {{Limit: mutations, Period: window}},
@@ -26,7 +33,7 @@ func budgetStack(t *testing.T, mutations int64, window time.Duration) *stack {
 	}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lim.Close() })
-	return newStack(t, Config{}, func(c *yaps.Config) { c.Limiter = lim })
+	return newStack(t, cfg, func(c *yaps.Config) { c.Limiter = lim })
 }
 
 // addNotes creates the notes ids in one edit (one update).
@@ -38,6 +45,15 @@ func addNotes(ids ...string) func(d *yjs.Doc) {
 			m.Set("body", yjs.NewText(id))
 			d.GetMap("yaps").Set(id, m)
 		}
+	}
+}
+
+// prependBody is an edit that types s at the start of yap id's body.
+func prependBody(id, s string) func(d *yjs.Doc) {
+	return func(d *yjs.Doc) {
+		v, _ := d.GetMap("yaps").Get(id)
+		f, _ := v.(*yjs.Map).Get("body")
+		f.(*yjs.Text).Insert(0, s, nil)
 	}
 }
 
@@ -121,7 +137,12 @@ func TestSyncMutationBudgetDropsHeldOnLeave(t *testing.T) {
 	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
 	p.edit(addNotes("late"))
 	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	p.edit(prependBody("a", "typed ")) // held behind it; the socket is read on
+	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, p.c.ws.Close())
+	// Noticed at once, not when the hold ends.
+	require.Eventually(t, func() bool { return c.ctx.Err() != nil }, window/2, 5*time.Millisecond)
+	require.Empty(t, *st.sync.room(ref).snapshot.Load())
 	require.Eventually(t, func() bool {
 		c.room.applyMu.Lock()
 		defer c.room.applyMu.Unlock()
@@ -129,7 +150,62 @@ func TestSyncMutationBudgetDropsHeldOnLeave(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	// Not stored once the budget is back either: dropped, not retried.
 	time.Sleep(window + 500*time.Millisecond)
-	require.NotContains(t, st.yaps(ref, owner), "late")
+	got := st.yaps(ref, owner)
+	require.NotContains(t, got, "late")
+	require.Equal(t, "a", got["a"]["body"])
+}
+
+// A held socket is read on: its pongs keep it alive through a hold longer
+// than PongWait, and what it sends meanwhile is applied, in order, after
+// the held update.
+func TestSyncMutationBudgetReadsOnWhileHeld(t *testing.T) {
+	t.Parallel()
+	const window = 3 * time.Second
+	st := budgetStackWith(t, Config{PingPeriod: 200 * time.Millisecond, PongWait: time.Second}, 1, window)
+	ref, owner := st.newList()
+	p := newPeer(t, st.dial(ref, owner))
+	c := st.onlyConn(ref)
+	p.edit(addNotes("a", "b")) // over: held from now on
+	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
+	p.edit(addNotes("late"))
+	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	p.edit(prependBody("a", "typed "))
+	p.edit(prependBody("b", "more "))
+	require.Eventually(t, func() bool {
+		got := st.yaps(ref, owner)
+		return got["late"] != nil && got["a"]["body"] == "typed a" && got["b"]["body"] == "more b"
+	}, 3*window, 20*time.Millisecond)
+	require.NoError(t, c.ctx.Err(), "the same socket, alive throughout")
+	require.Len(t, *st.sync.room(ref).snapshot.Load(), 1)
+}
+
+// The bytes held count against the address's MaxUnfinishedBytesPerIP: past
+// it a socket is closed with 4529 instead of holding more (its client
+// syncs them again when it reconnects).
+func TestSyncMutationBudgetHeldBytesBounded(t *testing.T) {
+	t.Parallel()
+	st := budgetStackWith(t, Config{MaxMessageSize: 64 << 10, MaxSyncStep2Size: 64 << 10, MaxUnfinishedBytesPerIP: 128 << 10}, 1, 10*time.Second)
+	ref, owner := st.newList()
+	p := newPeer(t, st.dial(ref, owner))
+	c := st.onlyConn(ref)
+	p.edit(addNotes("a", "b")) // over: held from now on
+	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
+	p.edit(addNotes("late"))
+	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	big := strings.Repeat("x", 30<<10)
+	for range 5 { // 150 KiB more: over the connection's and the address's bound
+		p.doc.Transact(func(*yjs.Transaction) { prependBody("a", big)(p.doc) }, nil)
+		for _, u := range p.out {
+			_ = p.c.ws.WriteMessage(websocket.BinaryMessage, AppendUpdate(nil, u)) // fails once closed
+		}
+		p.out = nil
+	}
+	require.Equal(t, CloseRateLimited, p.c.closed())
+	require.Eventually(t, func() bool {
+		st.sync.unfinished.mu.Lock()
+		defer st.sync.unfinished.mu.Unlock()
+		return len(st.sync.unfinished.held) == 0
+	}, 5*time.Second, 5*time.Millisecond, "everything held was given back")
 }
 
 // The sync endpoint reads account credentials as the HTTP API does

@@ -90,6 +90,8 @@ type conn struct {
 	pendingN     int
 	pendingBytes int
 	onHold       []queuedUpdate // kept out of the queue for a while (hold)
+	heldBytes    int64          // of onHold, taken from Server.unfinished
+	heldBase     int64          // of heldBytes, what the hold began with
 
 	// Used only by the connection's read goroutine.
 	messages bucket
@@ -565,16 +567,37 @@ type queuedUpdate struct {
 func (c *conn) enqueue(update []byte) {
 	r := c.room
 	r.applyMu.Lock()
-	defer r.applyMu.Unlock()
-	for !c.closing.Load() && (c.onHold != nil || c.pendingN > 0 &&
-		(c.pendingN >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize)) {
+	locked := true
+	defer func() {
+		if locked {
+			r.applyMu.Unlock()
+		}
+	}()
+	for !c.closing.Load() && c.onHold == nil && c.pendingN > 0 &&
+		(c.pendingN >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize) {
 		c.applyCond.Wait()
 	}
 	if c.closing.Load() {
 		return
 	}
-	r.applyQ = append(r.applyQ, queuedUpdate{c: c, update: update, slot: c.frameSlot})
+	q := queuedUpdate{c: c, update: update, slot: c.frameSlot}
 	c.frameSlot = false
+	if c.onHold != nil {
+		// Held: kept behind the held updates without blocking the read
+		// loop (pongs, awareness and a close still arrive), within
+		// MaxMessageSize per connection and the address's budget.
+		if c.holdMore(q) {
+			return
+		}
+		r.applyMu.Unlock()
+		locked = false
+		if q.slot {
+			c.s.releaseStep2Slot()
+		}
+		c.closeWith(CloseRateLimited, "rate limited: too many yaps created or deleted; sync again later")
+		return
+	}
+	r.applyQ = append(r.applyQ, q)
 	c.pendingN++
 	c.pendingBytes += len(update)
 	if !r.applying {
@@ -799,35 +822,61 @@ func (r *room) apply(batch []queuedUpdate) {
 		}
 	}
 	for _, c := range heldOrder {
-		c.hold(holds[c].updates, slots[c], holds[c].wait)
-		delete(slots, c) // kept by the held updates
+		if c.hold(holds[c].updates, slots[c], holds[c].wait) {
+			delete(slots, c) // kept by the held updates
+			continue
+		}
+		// Over what the address may hold: its client syncs them again.
+		c.closeWith(CloseRateLimited, "rate limited: too many yaps created or deleted; sync again later")
 	}
 }
 
 // hold keeps updates of c that were refused because its sender's
 // yap-mutation budget is spent (RULINGS R8, yaps.Service.ApplyUpdate), and
 // c's updates queued behind them, out of the room's batches for wait, then
-// queues them again in order. Its read loop waits in enqueue meanwhile,
-// so TCP back-pressure reaches the client. Nothing is refused: the
-// client's new yaps reach the others once its budget allows, and its edits
-// follow. slots: how many step 2 slots the updates hold (kept until they
-// are applied: the first ones hold them). Held updates of a client that goes away are dropped (it sends
-// them again when it next syncs), so they cannot pile up.
-func (c *conn) hold(updates [][]byte, slots int, wait time.Duration) {
+// queues them again in order. The socket is read on meanwhile (pongs,
+// awareness and a close arrive as ever), and what it sends is held behind
+// them (holdMore). Nothing is refused: the client's new yaps reach the
+// others once its budget allows, and its edits follow. slots: how many
+// step 2 slots the updates hold (kept until they are applied: the first
+// ones hold them). Held bytes count against the address's
+// MaxUnfinishedBytesPerIP with its unfinished messages, and at most
+// MaxMessageSize more than the hold began with may pile up per
+// connection: past either, or if the budget cannot take the refused
+// updates, the connection is closed with 4529 and its client syncs them
+// again when it reconnects (hold reports false). Held updates of a client
+// that goes away are dropped at once (it sends them again when it next
+// syncs).
+func (c *conn) hold(updates [][]byte, slots int, wait time.Duration) bool {
 	r := c.room
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
+	var n int64
+	for _, u := range updates {
+		n += int64(len(u))
+	}
+	if c.closing.Load() || !c.s.unfinished.take(c.ipKey, n) {
+		return false
+	}
+	c.heldBytes = n
 	for i, u := range updates {
 		c.onHold = append(c.onHold, queuedUpdate{c: c, update: u, slot: i < slots})
 		c.pendingN++
 		c.pendingBytes += len(u)
 	}
+	// What the connection queued behind them stays behind them: it is
+	// counted in pendingBytes already, and in the budget from now on.
+	var behind int64
 	r.applyQ = slices.DeleteFunc(r.applyQ, func(q queuedUpdate) bool {
 		if q.c == c {
 			c.onHold = append(c.onHold, q)
+			behind += int64(len(q.update))
 		}
 		return q.c == c
 	})
+	c.s.unfinished.forceTake(c.ipKey, behind)
+	c.heldBytes += behind
+	c.heldBase = c.heldBytes
 	c.s.bg.Add(1) // the apply loop holds one: Close has not begun to wait
 	go func() {
 		defer c.s.bg.Done()
@@ -839,6 +888,23 @@ func (c *conn) hold(updates [][]byte, slots int, wait time.Duration) {
 		}
 		c.release()
 	}()
+	return true
+}
+
+// holdMore adds q behind a held connection's updates, if it fits: the
+// connection's held bytes stay within MaxMessageSize (beyond the updates
+// the hold began with) and its address's within MaxUnfinishedBytesPerIP.
+// Called with the room's applyMu held.
+func (c *conn) holdMore(q queuedUpdate) bool {
+	n := int64(len(q.update))
+	if c.heldBytes-c.heldBase+n > c.s.cfg.MaxMessageSize || !c.s.unfinished.take(c.ipKey, n) {
+		return false
+	}
+	c.onHold = append(c.onHold, q)
+	c.heldBytes += n
+	c.pendingN++
+	c.pendingBytes += len(q.update)
+	return true
 }
 
 // release ends a hold: the held updates go back in the room's queue, or
@@ -849,6 +915,8 @@ func (c *conn) release() {
 	defer r.applyMu.Unlock()
 	held := c.onHold
 	c.onHold = nil
+	c.s.unfinished.give(c.ipKey, c.heldBytes)
+	c.heldBytes = 0
 	c.applyCond.Broadcast()
 	if c.ctx.Err() != nil || c.closing.Load() {
 		for _, q := range held {

@@ -99,7 +99,8 @@
 // credential (Config.Accounts) or the list gives the socket; edits within
 // yaps do not. Past the limit such an update is not refused: it, and what
 // the socket sends after it, wait on the server until the window resets
-// (conn.hold), and the socket is read no further meanwhile.
+// (conn.hold), within MaxMessageSize per socket and the address's
+// MaxUnfinishedBytesPerIP (past them: close code 4529).
 //
 // # Close codes
 //

@@ -56,6 +56,17 @@ func (b *unfinishedBudget) take(key string, n int64) bool {
 	return true
 }
 
+// forceTake counts n more bytes for key, over the limit if need be (bytes
+// already held elsewhere that move under the budget).
+func (b *unfinishedBudget) forceTake(key string, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held[key] += n
+}
+
 func (b *unfinishedBudget) give(key string, n int64) {
 	if n == 0 {
 		return
