@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -79,10 +80,13 @@ func (s *Service) compactAsync(ref string) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
-	if err := s.compact(ctx, ref, true); err != nil && s.ctx.Err() == nil {
+	if err := s.compact(ctx, ref, true); err != nil && err != errCompacting && s.ctx.Err() == nil {
 		s.log.Error("yaps: compaction failed", "list", ref, "err", err)
 	}
 }
+
+// errCompacting: another compaction of the list is writing its state.
+var errCompacting = errors.New("yaps: a compaction of the list is running")
 
 // maxCompactions bounds the compactions running at once (compactAsync).
 const maxCompactions = 2
@@ -103,7 +107,10 @@ func (s *Service) compact(ctx context.Context, ref string, force bool) error {
 			s.compactLater(e)
 		}
 	}()
-	if e.doc == nil || e.compactRunning || e.sinceState == 0 {
+	if e.compactRunning {
+		return errCompacting // it schedules another when due
+	}
+	if e.doc == nil || e.sinceState == 0 {
 		return nil
 	}
 	if !force && !s.compactDue(e) {
@@ -175,7 +182,19 @@ func (s *Service) CompactNow(ctx context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
-	return s.compact(ctx, ref, true)
+	// A background compaction may be writing an older state: wait for it,
+	// then compact what came after.
+	for {
+		err := s.compact(ctx, ref, true)
+		if err != errCompacting {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // purgeBatch is how many deleted yaps Purge asks the store for at a time,

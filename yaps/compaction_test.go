@@ -107,3 +107,32 @@ func TestCompactionsBounded(t *testing.T) {
 	require.Eventually(t, func() bool { return st.done.Load() >= lists }, 10*time.Second, time.Millisecond)
 	require.EqualValues(t, 2, st.most.Load())
 }
+
+// TestCompactNowWaitsForBackground: CompactNow while a background
+// compaction writes an older state waits for it, then compacts the rest:
+// it leaves no update behind (it used to return at once, doing nothing).
+func TestCompactNowWaitsForBackground(t *testing.T) {
+	t.Parallel()
+	st := &gatedCompactions{Store: memstore.New(), release: make(chan struct{})}
+	e := newEnvOn(t, st, func(c *yaps.Config) { c.CompactAfter = 1 })
+	owner := e.list()
+	ref := owner.List.Ref
+	t.Cleanup(e.svc.Pin(ref))
+	for range 3 {
+		_, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("x"), "", nil)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return st.inFlight.Load() == 1 }, 10*time.Second, time.Millisecond)
+	for range 2 { // after the state the background compaction writes
+		_, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("y"), "", nil)
+		require.NoError(t, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.svc.CompactNow(e.ctx, ref) }()
+	time.Sleep(50 * time.Millisecond)
+	close(st.release)
+	require.NoError(t, <-done)
+	l, err := st.Doc(e.ctx, ref, 0)
+	require.NoError(t, err)
+	require.Empty(t, l.Updates)
+}
