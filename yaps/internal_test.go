@@ -316,8 +316,7 @@ func TestMutationHoldsBounded(t *testing.T) {
 		s.hold(fmt.Sprint("ip:", i), now.Add(time.Minute))
 	}
 	a := &Actor{List: &List{}, Permission: &Permission{}, ClientIP: "192.0.2.99"}
-	class, key := limitKey(a.ClientIP, nil, a)
-	s.hold(string(class)+" "+key, now.Add(time.Minute))
+	s.hold(holdKey(a), now.Add(time.Minute))
 	require.Len(t, s.holds.until, maxMutationHolds)
 	wait, held := s.mutationsHeld(a)
 	require.True(t, held)

@@ -53,20 +53,26 @@ func (s *Service) mutationsHeld(a *Actor) (time.Duration, bool) {
 	if !chargedActor(a) {
 		return 0, false
 	}
-	class, key := limitKey(a.ClientIP, a.Account, a)
+	k := holdKey(a)
 	h := &s.holds
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	end, ok := h.until[string(class)+" "+key]
+	end, ok := h.until[k]
 	if !ok {
 		return 0, false
 	}
 	left := end.Sub(s.cfg.Now())
 	if left <= 0 {
-		delete(h.until, string(class)+" "+key)
+		delete(h.until, k)
 		return 0, false
 	}
 	return left, true
+}
+
+// holdKey is a's limit class and key, the key of its hold.
+func holdKey(a *Actor) string {
+	class, key := limitKey(a.ClientIP, a.Account, a)
+	return string(class) + " " + key
 }
 
 // errMutationsHeld is the refusal of an update while its sender is held.
@@ -87,8 +93,7 @@ func (s *Service) chargeMutations(ctx context.Context, a *Actor, n int) {
 		if err == nil || !errors.As(err, &e) || e.Code != ERATELIMITED {
 			continue // allowed, or the limiter failed (Limit lets it through)
 		}
-		class, key := limitKey(a.ClientIP, a.Account, a)
-		s.hold(string(class)+" "+key, s.cfg.Now().Add(e.RetryAfter))
+		s.hold(holdKey(a), s.cfg.Now().Add(e.RetryAfter))
 		return
 	}
 }

@@ -124,19 +124,28 @@ func TestSyncMutationBudgetHoldsUpdates(t *testing.T) {
 	require.Len(t, *st.sync.room(ref).snapshot.Load(), 1, "never disconnected")
 }
 
+// heldPeer connects a peer to a new list of st (whose budget is one
+// mutation) and brings it on hold: notes a and b are stored (the second
+// charge finds the budget spent), and the creation of note "late" is held.
+func heldPeer(t *testing.T, st *stack) (ref, owner string, p *peer, c *conn) {
+	t.Helper()
+	ref, owner = st.newList()
+	p = newPeer(t, st.dial(ref, owner))
+	c = st.onlyConn(ref)
+	p.edit(addNotes("a", "b"))
+	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
+	p.edit(addNotes("late"))
+	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	return ref, owner, p, c
+}
+
 // Held updates of a client that goes away are dropped: its document keeps
 // them, and its next sync sends them again.
 func TestSyncMutationBudgetDropsHeldOnLeave(t *testing.T) {
 	t.Parallel()
 	const window = 2 * time.Second
 	st := budgetStack(t, 1, window)
-	ref, owner := st.newList()
-	p := newPeer(t, st.dial(ref, owner))
-	c := st.onlyConn(ref)
-	p.edit(addNotes("a", "b")) // over: held from now on
-	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
-	p.edit(addNotes("late"))
-	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	ref, owner, p, c := heldPeer(t, st)
 	p.edit(prependBody("a", "typed ")) // held behind it; the socket is read on
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, p.c.ws.Close())
@@ -162,13 +171,7 @@ func TestSyncMutationBudgetReadsOnWhileHeld(t *testing.T) {
 	t.Parallel()
 	const window = 3 * time.Second
 	st := budgetStackWith(t, Config{PingPeriod: 200 * time.Millisecond, PongWait: time.Second}, 1, window)
-	ref, owner := st.newList()
-	p := newPeer(t, st.dial(ref, owner))
-	c := st.onlyConn(ref)
-	p.edit(addNotes("a", "b")) // over: held from now on
-	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
-	p.edit(addNotes("late"))
-	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	ref, owner, p, c := heldPeer(t, st)
 	p.edit(prependBody("a", "typed "))
 	p.edit(prependBody("b", "more "))
 	require.Eventually(t, func() bool {
@@ -185,13 +188,7 @@ func TestSyncMutationBudgetReadsOnWhileHeld(t *testing.T) {
 func TestSyncMutationBudgetHeldBytesBounded(t *testing.T) {
 	t.Parallel()
 	st := budgetStackWith(t, Config{MaxMessageSize: 64 << 10, MaxSyncStep2Size: 64 << 10, MaxUnfinishedBytesPerIP: 128 << 10}, 1, 10*time.Second)
-	ref, owner := st.newList()
-	p := newPeer(t, st.dial(ref, owner))
-	c := st.onlyConn(ref)
-	p.edit(addNotes("a", "b")) // over: held from now on
-	p.until(func() bool { return yapField(p.doc, "b", "createdAt") != nil })
-	p.edit(addNotes("late"))
-	require.Eventually(t, func() bool { return onHold(c) }, 5*time.Second, 5*time.Millisecond)
+	_, _, p, _ := heldPeer(t, st)
 	big := strings.Repeat("x", 30<<10)
 	for range 5 { // 150 KiB more: over the connection's and the address's bound
 		p.doc.Transact(func(*yjs.Transaction) { prependBody("a", big)(p.doc) }, nil)

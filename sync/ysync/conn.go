@@ -565,44 +565,47 @@ type queuedUpdate struct {
 }
 
 func (c *conn) enqueue(update []byte) {
+	if q, refused := c.queue(update); refused {
+		if q.slot {
+			c.s.releaseStep2Slot()
+		}
+		c.closeWith(CloseRateLimited, "rate limited: too many yaps created or deleted; sync again later")
+	}
+}
+
+// queue adds update to the room's queue or, while the connection is held,
+// behind its held updates without blocking the read loop (pongs,
+// awareness and a close still arrive); refused: it does not fit there
+// (holdMore).
+func (c *conn) queue(update []byte) (q queuedUpdate, refused bool) {
 	r := c.room
 	r.applyMu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			r.applyMu.Unlock()
-		}
-	}()
+	defer r.applyMu.Unlock()
 	for !c.closing.Load() && c.onHold == nil && c.pendingN > 0 &&
 		(c.pendingN >= maxPendingUpdates || int64(c.pendingBytes+len(update)) > c.s.cfg.MaxMessageSize) {
 		c.applyCond.Wait()
 	}
 	if c.closing.Load() {
-		return
+		return q, false
 	}
-	q := queuedUpdate{c: c, update: update, slot: c.frameSlot}
+	q = queuedUpdate{c: c, update: update, slot: c.frameSlot}
 	c.frameSlot = false
 	if c.onHold != nil {
-		// Held: kept behind the held updates without blocking the read
-		// loop (pongs, awareness and a close still arrive), within
-		// MaxMessageSize per connection and the address's budget.
-		if c.holdMore(q) {
-			return
-		}
-		r.applyMu.Unlock()
-		locked = false
-		if q.slot {
-			c.s.releaseStep2Slot()
-		}
-		c.closeWith(CloseRateLimited, "rate limited: too many yaps created or deleted; sync again later")
-		return
+		return q, !c.holdMore(q)
 	}
 	r.applyQ = append(r.applyQ, q)
 	c.pendingN++
 	c.pendingBytes += len(update)
+	r.wakeWorker()
+	return q, false
+}
+
+// wakeWorker has the room's queue applied: it starts a worker, or kicks the
+// running one. Called with applyMu held.
+func (r *room) wakeWorker() {
 	if !r.applying {
 		r.applying = true
-		c.s.bg.Add(1)
+		r.s.bg.Add(1)
 		go r.applyLoop()
 		return
 	}
@@ -929,16 +932,7 @@ func (c *conn) release() {
 		return
 	}
 	r.applyQ = append(r.applyQ, held...)
-	if !r.applying {
-		r.applying = true
-		c.s.bg.Add(1)
-		go r.applyLoop()
-		return
-	}
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.wakeWorker()
 }
 
 // held reports whether the server's document already has everything
