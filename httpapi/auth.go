@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -19,14 +18,7 @@ func (st *reqState) code() string {
 // builtinAccount is the default AccountResolver: the service's built-in
 // accounts, keyed by X-Account-Key or a "Bearer yak_..." token.
 func (s *server) builtinAccount(r *http.Request) (*yaps.Account, error) {
-	key := yaps.RequestAccountKey(r.Header.Get("Authorization"), r.Header.Get("X-Account-Key"))
-	if key == "" {
-		return nil, nil
-	}
-	if !yaps.WellFormedAccountKey(key) {
-		return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "malformed account key")
-	}
-	return s.svc.AccountByKey(r.Context(), key)
+	return s.svc.RequestAccount(r.Context(), r.Header.Get("Authorization"), r.Header.Get("X-Account-Key"))
 }
 
 // accountHint names how to send a built-in account key, for a 401 that asks
@@ -38,23 +30,9 @@ func (s *server) accountHint(how string) string {
 	return " (" + how + ")"
 }
 
-// account runs the configured resolver. Errors that are not *yaps.Error
-// count as an invalid credential (401), and so does an account without an
-// ID: it names no account to own lists or to count requests against, and
-// every such request would share one rate-limit bucket.
+// account runs the configured resolver (see yaps.CheckAccount).
 func (s *server) account(r *http.Request) (*yaps.Account, error) {
-	acct, err := s.accounts(r)
-	if err != nil {
-		var ye *yaps.Error
-		if !errors.As(err, &ye) {
-			return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid account credential")
-		}
-		return nil, err
-	}
-	if acct != nil && acct.ID == "" {
-		return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid account credential")
-	}
-	return acct, nil
+	return yaps.CheckAccount(s.accounts(r))
 }
 
 // limit counts the request against group (RULINGS R8), sets the

@@ -57,7 +57,7 @@ type Config struct {
 	TrustedProxies []string
 
 	// Accounts resolves account credentials. Default: the built-in accounts
-	// of the service (svc.AccountByKey) with the key taken from the
+	// of the service (svc.RequestAccount) with the key taken from the
 	// X-Account-Key header, or from "Authorization: Bearer yak_..." when
 	// the bearer token is an account key rather than a list code. Only with
 	// the default resolver is POST /accounts offered, and only then does the

@@ -1,38 +1,20 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/yaps-dev/yaps/httpapi"
+	"github.com/yaps-dev/yaps/internal/testlog"
 	"github.com/yaps-dev/yaps/store/memstore"
 	"github.com/yaps-dev/yaps/yaps"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestMountTakesServicePrefix: the service's prefix, which its links use, is
 // Mount's default; a mismatch in prefix or public URL is logged.
@@ -54,7 +36,7 @@ func TestMountTakesServicePrefix(t *testing.T) {
 			svc, err := yaps.NewService(yaps.Config{Store: memstore.New(), Prefix: "/v2", PublicURL: "https://lists.example", PurgeInterval: -1})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = svc.Close() })
-			var logs lockedBuffer
+			var logs testlog.Buffer
 			cfg := tc.cfg
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			mux := http.NewServeMux()

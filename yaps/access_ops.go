@@ -2,7 +2,9 @@ package yaps
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -382,6 +384,42 @@ func (s *Service) AccountByKey(ctx context.Context, key string) (*Account, error
 	}
 	if err != nil {
 		return nil, internal(err, "could not look up the account")
+	}
+	return acct, nil
+}
+
+// RequestAccount resolves the built-in account key a request carries in its
+// X-Account-Key header, or as "Authorization: Bearer yak_..." (an account
+// key, which RequestCode passes over): nil, nil when it carries none;
+// EUNAUTHORIZED when the key is malformed or unknown.
+func (s *Service) RequestAccount(ctx context.Context, authorization, xAccountKey string) (*Account, error) {
+	key := strings.TrimSpace(xAccountKey)
+	if key == "" {
+		if tok, ok := BearerToken(authorization); ok && strings.HasPrefix(tok, AccountKeyPrefix) {
+			key = tok
+		}
+	}
+	if key == "" {
+		return nil, nil
+	}
+	if !WellFormedAccountKey(key) {
+		return nil, Errorf(EUNAUTHORIZED, "malformed account key")
+	}
+	return s.AccountByKey(ctx, key)
+}
+
+// CheckAccount is what an edge makes of an account resolver's answer (a
+// host's own, say): an error that is not an *Error, and an Account without
+// an ID, are an invalid credential (EUNAUTHORIZED). An account without an
+// ID names no account to own lists or to count requests against, and all
+// such callers would share one rate-limit bucket.
+func CheckAccount(acct *Account, err error) (*Account, error) {
+	var e *Error
+	if err != nil && errors.As(err, &e) {
+		return nil, err
+	}
+	if err != nil || (acct != nil && acct.ID == "") {
+		return nil, Errorf(EUNAUTHORIZED, "invalid account credential")
 	}
 	return acct, nil
 }

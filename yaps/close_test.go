@@ -1,15 +1,14 @@
 package yaps_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/yaps-dev/yaps/internal/testlog"
 	"github.com/yaps-dev/yaps/store/memstore"
 	"github.com/yaps-dev/yaps/yaps"
 )
@@ -56,24 +55,6 @@ func (s *stuckStore) ListVersions(ctx context.Context, refs []string) (map[strin
 	return s.Store.ListVersions(ctx, refs)
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent use (a log sink).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestCloseCancelsBackgroundWork checks that Close cancels background work
 // waiting on the store, instead of waiting (a background compaction used
 // to get a minute of its own), and that the cancelled work logs nothing.
@@ -90,7 +71,7 @@ func TestCloseCancelsBackgroundWork(t *testing.T) {
 		t.Run(tc.call, func(t *testing.T) {
 			t.Parallel()
 			st := &stuckStore{Store: memstore.New(), call: tc.call, started: make(chan struct{}, 1)}
-			var logs lockedBuffer
+			var logs testlog.Buffer
 			e := newEnvOn(t, st, tc.cfg, func(c *yaps.Config) {
 				c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			})

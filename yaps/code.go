@@ -51,19 +51,6 @@ func RequestCode(authorization, k string) string {
 	return k
 }
 
-// RequestAccountKey returns the built-in account key a request carries: its
-// X-Account-Key header, else an "Authorization: Bearer yak_..." token (an
-// account key, which RequestCode passes over); "" when it carries none.
-func RequestAccountKey(authorization, xAccountKey string) string {
-	if key := strings.TrimSpace(xAccountKey); key != "" {
-		return key
-	}
-	if tok, ok := BearerToken(authorization); ok && strings.HasPrefix(tok, AccountKeyPrefix) {
-		return tok
-	}
-	return ""
-}
-
 // WellFormedCode reports whether s has the exact shape of a permission code.
 func WellFormedCode(s string) bool { return wellFormed(s, CodePrefix) }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/yaps-dev/yaps/internal/testlog"
 	"github.com/yaps-dev/yaps/ratelimit"
 )
 
@@ -91,24 +90,6 @@ func termDuringRequest(t *testing.T) (cmd *exec.Cmd, done <-chan error, finish f
 	return cmd, exited, finish
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeLogLevel: --log-level debug logs one line per request with the
 // k parameter redacted; the default (info) logs none.
 func TestServeLogLevel(t *testing.T) {
@@ -123,7 +104,7 @@ func TestServeLogLevel(t *testing.T) {
 		{env: "DEBUG", logsReq: true},
 		{args: []string{"--log-level", "warn"}, env: "debug", logsReq: false},
 	} {
-		var logs syncBuffer
+		var logs testlog.Buffer
 		m := NewMain(&logs)
 		args := append([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:"}, tc.args...)
 		require.NoError(t, m.ParseFlags(args, func(k string) string {
@@ -154,7 +135,7 @@ func TestServeLogLevel(t *testing.T) {
 // connection is logged with the 101 of its upgrade, not 200.
 func TestServeLogSyncUpgrade(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	m := NewMain(&logs)
 	require.NoError(t, m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--log-level", "debug"}, func(string) string { return "" }))
 	require.NoError(t, m.Run(t.Context()))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/yaps-dev/yaps/internal/testlog"
 	"github.com/yaps-dev/yaps/store/storetest"
 )
 
@@ -308,7 +309,7 @@ func TestServeUnspecifiedAddrLinks(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var logs syncBuffer
+			var logs testlog.Buffer
 			m := NewMain(&logs)
 			args := []string{"--addr", tc.addr, "--db", "sqlite::memory:", "--rate-limit", "off"}
 			if tc.publicURL != "" {

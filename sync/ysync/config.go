@@ -207,7 +207,7 @@ type Config struct {
 	// for one that is not valid, which refuses the upgrade with 401. An
 	// account makes the connection authenticated for the rate limits
 	// (RULINGS R8). Default: the service's built-in accounts
-	// (Service.AccountByKey), the key taken from the X-Account-Key header
+	// (Service.RequestAccount), the key taken from the X-Account-Key header
 	// or from "Authorization: Bearer yak_...". Browsers cannot set headers
 	// on a WebSocket: their connections count as the list's class.
 	Accounts func(r *http.Request) (*yaps.Account, error)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,8 +202,15 @@ func (f *fakeService) Subscribe(fn func(yaps.Event)) func() {
 // fakeAccountKey is the one account key the fake knows.
 const fakeAccountKey = yaps.AccountKeyPrefix + "good"
 
-func (f *fakeService) AccountByKey(_ context.Context, key string) (*yaps.Account, error) {
-	if key == fakeAccountKey {
+func (f *fakeService) RequestAccount(_ context.Context, authorization, xAccountKey string) (*yaps.Account, error) {
+	key := xAccountKey
+	if tok, ok := yaps.BearerToken(authorization); ok && key == "" && strings.HasPrefix(tok, yaps.AccountKeyPrefix) {
+		key = tok
+	}
+	switch key {
+	case "":
+		return nil, nil
+	case fakeAccountKey:
 		return &yaps.Account{ID: "A1"}, nil
 	}
 	return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "the account key is not valid")

@@ -42,7 +42,7 @@ type backend interface {
 	Pin(ref string) (unpin func())
 	PublishAwareness(ctx context.Context, ref string, payload []byte) error
 	Limit(ctx context.Context, group yaps.LimitGroup, ip string, acct *yaps.Account, a *yaps.Actor) (yaps.LimitResult, error)
-	AccountByKey(ctx context.Context, key string) (*yaps.Account, error)
+	RequestAccount(ctx context.Context, authorization, xAccountKey string) (*yaps.Account, error)
 }
 
 // Broadcaster carries awareness between server processes sharing a
@@ -383,25 +383,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // account resolves the account credential of r with Config.Accounts (by
-// default the service's built-in keys), as httpapi does: an error that is
-// not a *yaps.Error, and an account without an ID, are an invalid
-// credential.
+// default the service's built-in keys), as httpapi does (see
+// yaps.CheckAccount).
 func (s *Server) account(r *http.Request) (*yaps.Account, error) {
-	var acct *yaps.Account
-	var err error
 	if s.cfg.Accounts != nil {
-		acct, err = s.cfg.Accounts(r)
-	} else if key := yaps.RequestAccountKey(r.Header.Get("Authorization"), r.Header.Get("X-Account-Key")); key != "" {
-		acct, err = s.svc.AccountByKey(r.Context(), key)
+		return yaps.CheckAccount(s.cfg.Accounts(r))
 	}
-	var ye *yaps.Error
-	if err != nil && errors.As(err, &ye) {
-		return nil, err
-	}
-	if err != nil || (acct != nil && acct.ID == "") {
-		return nil, yaps.Errorf(yaps.EUNAUTHORIZED, "invalid account credential")
-	}
-	return acct, nil
+	return yaps.CheckAccount(s.svc.RequestAccount(r.Context(), r.Header.Get("Authorization"), r.Header.Get("X-Account-Key")))
 }
 
 // handshakeProblem checks the WebSocket handshake the way gorilla's
