@@ -1,7 +1,9 @@
 package bunstore
 
 import (
+	"context"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -33,19 +35,36 @@ func (t *turn) turnOf() *turn { return t }
 
 // enter reports whether r leads a batch: at once when none runs, else once
 // woken to lead the next. It returns false when r's batch is done and its
-// outcome recorded.
-func (q *batchQueue[R]) enter(r R) bool {
+// outcome recorded. If ctx ends while r still waits in the queue, r leaves
+// it and enter returns ctx's error: a batch held up (a slow disk, a row
+// locked elsewhere) must not keep every writer behind it past its
+// deadline. Once taken into a batch, r stays to its end.
+func (q *batchQueue[R]) enter(ctx context.Context, r R) (lead bool, err error) {
 	q.mu.Lock()
 	if !q.leading {
 		q.leading = true
 		q.mu.Unlock()
-		return true
+		return true, nil
 	}
 	q.queue = append(q.queue, r)
 	q.mu.Unlock()
 	t := r.turnOf()
-	<-t.wake
-	return t.lead
+	select {
+	case <-t.wake:
+		return t.lead, nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	i := slices.IndexFunc(q.queue, func(o R) bool { return o.turnOf() == t })
+	if i >= 0 {
+		q.queue = slices.Delete(q.queue, i, i+1)
+	}
+	q.mu.Unlock()
+	if i >= 0 {
+		return false, ctx.Err()
+	}
+	<-t.wake // taken meanwhile: into a batch, or to lead one
+	return t.lead, nil
 }
 
 // take returns the leader's batch, which pick removes from the queue. It

@@ -3,6 +3,7 @@ package bunstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 
 	"github.com/yaps-dev/yaps/store/bunstore"
@@ -226,4 +228,78 @@ func TestWriteAfterCloseOnHostDB(t *testing.T) {
 	_, err = svc.CreateList(ctx, yaps.CreateListInput{})
 	require.True(t, yaps.IsCode(err, yaps.EUNAVAILABLE), "%v", err)
 	require.Zero(t, sqldb.Stats().InUse, "a connection of the host's pool is held")
+}
+
+// Every write after Close fails with EUNAVAILABLE, on each kind of
+// database: on Postgres it was a 500 (the pool was closed) or, on a host's
+// database, simply written.
+func TestWritesAfterClose(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) *bunstore.Store
+	}{
+		{"SQLiteFile", func(t *testing.T) *bunstore.Store {
+			s, err := bunstore.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+			require.NoError(t, err)
+			return s
+		}},
+		{"SQLiteMemory", func(t *testing.T) *bunstore.Store {
+			s, err := bunstore.Open(context.Background(), "sqlite::memory:")
+			require.NoError(t, err)
+			return s
+		}},
+		{"Postgres", func(t *testing.T) *bunstore.Store {
+			s, err := bunstore.Open(context.Background(), storetest.PostgresDSN(t))
+			require.NoError(t, err)
+			return s
+		}},
+		{"PostgresHostDB", func(t *testing.T) *bunstore.Store {
+			sqldb, err := sql.Open("pgx", storetest.PostgresDSN(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sqldb.Close() })
+			s, err := bunstore.New(bun.NewDB(sqldb, pgdialect.New()))
+			require.NoError(t, err)
+			require.NoError(t, s.Migrate(context.Background()))
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := tc.open(t)
+			at := time.UnixMilli(time.Now().UnixMilli()).UTC()
+			l := &yaps.List{Ref: "list-1", Title: "t", Kind: yaps.KindTask, CreatedAt: at, UpdatedAt: at}
+			owner := &yaps.Permission{ID: "perm-1", ListRef: l.Ref, Role: yaps.RoleOwner, CreatedAt: at, CodeHash: []byte("h")}
+			require.NoError(t, s.CreateList(ctx, l, owner, []byte("u1"), nil))
+			row, err := s.List(ctx, l.Ref)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+
+			unavailable := func(what string, err error) {
+				t.Helper()
+				require.Truef(t, yaps.IsCode(err, yaps.EUNAVAILABLE), "%s after Close: %v", what, err)
+			}
+			unavailable("Update", s.Update(ctx, l.Ref, func(tx yaps.Tx) error {
+				_, err := tx.AppendUpdate([]byte("u2"))
+				return err
+			}))
+			l2 := *l
+			l2.Ref = "list-2"
+			owner2 := *owner
+			owner2.ID, owner2.ListRef = "perm-2", l2.Ref
+			unavailable("CreateList", s.CreateList(ctx, &l2, &owner2, nil, nil))
+			unavailable("CreateAccount", s.CreateAccount(ctx, &yaps.Account{ID: "acct-1", CreatedAt: at}))
+			_, err = s.ClaimClients(ctx, l.Ref, owner.ID, []uint64{1})
+			unavailable("ClaimClients", err)
+			unavailable("CompactDoc", s.CompactDoc(ctx, l.Ref, 1, []byte("state")))
+			next := row.Clone()
+			next.DocVersion++
+			_, err = s.WritePrepared(ctx, &yaps.PreparedWrite{Expect: row, List: next, PermissionID: owner.ID,
+				Ops: []yaps.PreparedOp{{Update: []byte("u2")}}})
+			if !errors.Is(err, yaps.ErrPreparedUnsupported) {
+				unavailable("WritePrepared", err)
+			}
+		})
+	}
 }

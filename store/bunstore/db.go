@@ -113,7 +113,7 @@ func (s *Store) writerLocked(ctx context.Context) (*writer, error) {
 	if s.writer != nil {
 		return s.writer, nil
 	}
-	if s.closed {
+	if s.closed.Load() {
 		return nil, errClosed
 	}
 	c, err := s.sqldb.Conn(ctx)

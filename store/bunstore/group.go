@@ -50,7 +50,9 @@ func (r *writeReq) result() error {
 func (s *Store) groupWrite(ctx context.Context, fn func(*wtx) error) error {
 	r := &writeReq{turn: newTurn(), ctx: ctx, fn: fn}
 	g := &s.group
-	if !g.enter(r) {
+	if lead, err := g.enter(ctx, r); err != nil {
+		return err
+	} else if !lead {
 		return r.result()
 	}
 	batch := g.take(func(queue *[]*writeReq) []*writeReq {

@@ -206,3 +206,34 @@ func TestWriterCacheSeesOtherWriters(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 7, got.DocVersion)
 }
+
+// A write queued behind a long SQLite batch leaves the queue at its
+// deadline instead of waiting for the batch, and nothing of it runs.
+func TestGroupCommitQueuedDeadline(t *testing.T) {
+	t.Parallel()
+	s := open(t, "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+	ctx := context.Background()
+	for _, ref := range []string{"a", "b"} {
+		l := &yaps.List{Ref: ref, Kind: yaps.KindTask, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		require.NoError(t, s.CreateList(ctx, l, nil, []byte("u1"), nil))
+	}
+	inside, hold := make(chan struct{}), make(chan struct{})
+	leader := make(chan error, 1)
+	go func() {
+		leader <- s.Update(ctx, "a", func(yaps.Tx) error { close(inside); <-hold; return nil })
+	}()
+	<-inside
+	go func() { time.Sleep(2 * time.Second); close(hold) }() // were the write to wait for the batch
+	qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	called := false
+	start := time.Now()
+	err := s.Update(qctx, "b", func(yaps.Tx) error { called = true; return nil })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second, "the write waited for the batch ahead of it")
+	require.NoError(t, <-leader)
+	require.False(t, called)
+	// The queue is intact: the next write runs.
+	require.NoError(t, s.Update(ctx, "b", func(yaps.Tx) error { called = true; return nil }))
+	require.True(t, called)
+}

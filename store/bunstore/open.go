@@ -46,7 +46,7 @@ type Store struct {
 	writer  *writer // SQLite file: the write connection (db.go), under writeMu
 	group   batchQueue[*writeReq]
 	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
-	closed  bool          // Close was called; under writeMu
+	closed  atomic.Bool   // Close was called
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go
 
@@ -313,7 +313,7 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 // restart the checkpointer, and keep both until the next Close.
 func (s *Store) Close() error {
 	s.writeMu.Lock()
-	s.closed = true
+	s.closed.Store(true)
 	ck := s.ckpt
 	s.ckpt = nil
 	s.writeMu.Unlock()

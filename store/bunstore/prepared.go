@@ -62,6 +62,9 @@ func (s *Store) WritePrepared(ctx context.Context, p *yaps.PreparedWrite) (appli
 	if !s.pg || s.noPipeline.Load() {
 		return false, yaps.ErrPreparedUnsupported
 	}
+	if s.closed.Load() {
+		return false, errClosed
+	}
 	if err := checkPrepared(p); err != nil {
 		return false, err
 	}
@@ -99,13 +102,24 @@ func checkPrepared(p *yaps.PreparedWrite) error {
 // lockSQL locks the list rows $1, in ref order (see above).
 const lockSQL = `SELECT 1 FROM lists WHERE ref = ANY($1::text[]) ORDER BY ref FOR UPDATE`
 
-// queueLocks queues the lock of rs's list rows on b: the first statement
-// of every pipeline.
+// lockTimeoutSQL bounds how long a pipeline waits for its list rows. One
+// pipeline runs at a time, for every list: a row held elsewhere (another
+// process's write, a hung connection) must not stall the writes to all
+// the other lists. A write that times out is not lost: it is tried alone,
+// and if its row is still held it is reported not applied, so the service
+// writes it through Update, which waits under its caller's deadline.
+const lockTimeoutSQL = `SELECT set_config('lock_timeout', '` + pipelineLockTimeout + `', true)`
+
+const pipelineLockTimeout = "100ms"
+
+// queueLocks queues the lock of rs's list rows on b, after the lock
+// timeout: the first two statements of every pipeline.
 func queueLocks(b *pgx.Batch, rs []*prepReq) {
 	refs := make([]string, len(rs))
 	for i, r := range rs {
 		refs[i] = r.p.Expect.Ref
 	}
+	b.Queue(lockTimeoutSQL)
 	b.Queue(lockSQL, refs)
 }
 

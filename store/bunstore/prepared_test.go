@@ -491,3 +491,67 @@ func TestPreparedGuardAfterRevocation(t *testing.T) {
 		require.Equal(t, revoked.DocVersion, got.DocVersion, "nothing written to the revoked code's list")
 	}
 }
+
+// A list row locked elsewhere (another process's transaction, a hung
+// connection) holds up neither the prepared writes to other lists nor,
+// past its caller's deadline, a write queued behind it; the write to the
+// locked list is reported not applied once its lock wait times out, for
+// the service to write it through Update. Before, one pipeline waited on
+// the lock with no bound and every list's writes queued behind it.
+func TestPreparedLockedRowStallsNoOne(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	s := open(t, dsn)
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	a := preparedList(t, s, "list-a", "perm-a", now)
+	b := preparedList(t, s, "list-b", "perm-b", now)
+	write := func(row *yaps.List, perm string) *yaps.PreparedWrite {
+		next := row.Clone()
+		next.DocVersion++
+		return &yaps.PreparedWrite{Expect: row, PermissionID: perm, List: next, Ops: []yaps.PreparedOp{{Update: []byte("u2")}}}
+	}
+
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	holder, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer holder.Rollback()
+	_, err = holder.ExecContext(ctx, `SELECT 1 FROM lists WHERE ref = 'list-a' FOR UPDATE`)
+	require.NoError(t, err)
+
+	// Both in one batch: a's lock fails it, b is retried alone and lands.
+	applied, errs := gatedBatch(t, s, []*yaps.PreparedWrite{write(a, "perm-a"), write(b, "perm-b")})
+	require.NoError(t, errs[0])
+	require.False(t, applied[0], "list-a's row is locked elsewhere")
+	require.NoError(t, errs[1])
+	require.True(t, applied[1])
+
+	// A write queued behind a held-up batch leaves at its deadline.
+	wait, release := bunstore.GatePrepared(t, s)
+	qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	b2, err := s.List(ctx, "list-b")
+	require.NoError(t, err)
+	go func() { _, err := s.WritePrepared(qctx, write(b2, "perm-b")); done <- err }()
+	wait(1)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a queued write outlived its deadline")
+	}
+	release()
+
+	// Nothing of the refused writes landed; the lock's holder still has
+	// list-a as it was.
+	require.NoError(t, holder.Rollback())
+	row, err := s.List(ctx, "list-a")
+	require.NoError(t, err)
+	require.Equal(t, a.DocVersion, row.DocVersion)
+	row, err = s.List(ctx, "list-b")
+	require.NoError(t, err)
+	require.Equal(t, b.DocVersion+1, row.DocVersion)
+}

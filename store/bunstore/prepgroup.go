@@ -2,11 +2,13 @@ package bunstore
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/yaps-dev/yaps/yaps"
@@ -23,6 +25,9 @@ import (
 // write of a list would see the first's row as its own, see guardedBy) and
 // locks its list rows in ref order, so two processes' batches cannot
 // deadlock each other.
+
+// sqlstateLockNotAvailable is Postgres's error for a lock_timeout.
+const sqlstateLockNotAvailable = "55P03"
 
 type prepReq struct {
 	turn
@@ -45,7 +50,9 @@ type prepGroup struct {
 func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool, error) {
 	r := &prepReq{turn: newTurn(), ctx: ctx, p: p}
 	g := &s.prepGroup
-	if !g.enter(r) {
+	if lead, err := g.enter(ctx, r); err != nil {
+		return false, err
+	} else if !lead {
 		return r.applied, r.err
 	}
 	batch := g.take(func(queue *[]*prepReq) []*prepReq { return takeBatch(queue, r) })
@@ -118,7 +125,12 @@ func (s *Store) runPreparedBatch(batch []*prepReq) {
 		for _, r := range live {
 			r.applied, r.err = false, nil
 			s.prepGroup.pipelines.Add(1)
-			if err := s.pipeline(c.Conn(), []*prepReq{r}); err != nil {
+			err := s.pipeline(c.Conn(), []*prepReq{r})
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == sqlstateLockNotAvailable {
+				continue // not applied: written through Update instead
+			}
+			if err != nil {
 				r.err = wrap(err, "prepared write")
 			}
 		}
@@ -146,7 +158,10 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	br := c.SendBatch(context.Background(), b)
 	var applied []bool
 	var seqs [][]int64
-	_, err := br.Exec() // the locks
+	_, err := br.Exec() // the lock timeout
+	if err == nil {
+		_, err = br.Exec() // the locks
+	}
 	switch {
 	case err != nil:
 	case multi:

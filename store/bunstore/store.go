@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/yaps-dev/yaps/yaps"
@@ -51,6 +52,9 @@ func (s *Store) insertOnce(ctx context.Context, tx *wtx, what, query string, arg
 // on Postgres in a READ COMMITTED transaction whose callers lock rows as
 // needed.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) (err error) {
+	if s.closed.Load() {
+		return errClosed
+	}
 	if s.pg {
 		return s.sqlTx(ctx, ctx, fn)
 	}
@@ -387,8 +391,12 @@ func (s *Store) DeletedYapsBefore(ctx context.Context, t time.Time, limit int) (
 
 // ClaimClients implements yaps.Store: one transaction that inserts the
 // claims no one holds (ON CONFLICT DO NOTHING, so concurrent claims leave
-// one writer) and reads back the writer of each ID.
+// one writer) and reads back the writer of each ID. The IDs are claimed in
+// ascending order: on Postgres, two claims of the same IDs in different
+// orders would each wait for the other's row and one would be aborted as
+// a deadlock.
 func (s *Store) ClaimClients(ctx context.Context, listRef, permissionID string, clients []uint64) (map[uint64]string, error) {
+	clients = slices.Compact(slices.Sorted(slices.Values(clients)))
 	out := make(map[uint64]string, len(clients))
 	err := s.writeTx(ctx, func(tx *wtx) error {
 		for _, c := range clients {
@@ -411,6 +419,9 @@ func (s *Store) ClaimClients(ctx context.Context, listRef, permissionID string, 
 
 // CreateAccount implements yaps.Store.
 func (s *Store) CreateAccount(ctx context.Context, a *yaps.Account) error {
+	if s.closed.Load() {
+		return errClosed
+	}
 	if !s.pg {
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()

@@ -1298,6 +1298,26 @@ func testClaimClients(t *testing.T, s yaps.Store) {
 		require.Equal(t, winners[0], w)
 	}
 	require.Contains(t, winners[0], "racer")
+
+	// Claims of the same IDs in opposite orders, and with an ID given
+	// twice, all succeed (on Postgres they deadlocked: each waited for the
+	// other's row) and agree on one writer per ID.
+	for round := range 20 {
+		ids := []uint64{uint64(1000 + 2*round), uint64(1001 + 2*round)}
+		orders := [][]uint64{{ids[0], ids[1]}, {ids[1], ids[0], ids[1]}}
+		seen := make([]map[uint64]string, len(orders))
+		var wg sync.WaitGroup
+		for i, order := range orders {
+			wg.Go(func() {
+				got, err := s.ClaimClients(ctx, f.list.Ref, fmt.Sprint("crosser", i), order)
+				assert.NoError(t, err)
+				seen[i] = got
+			})
+		}
+		wg.Wait()
+		require.Len(t, seen[0], 2)
+		require.Equal(t, seen[0], seen[1], "round %d", round)
+	}
 }
 
 func testListVersions(t *testing.T, s yaps.Store) {
