@@ -87,6 +87,13 @@ func checkRefsAndSecurity(t *testing.T, d oaDoc) {
 func TestOpenAPIAccountSchemes(t *testing.T) {
 	t.Parallel()
 	cookie := &huma.SecurityScheme{Type: "apiKey", In: "cookie", Name: "session", Description: "The host's session"}
+	// The list code and the account key in every pair that can travel
+	// together (both as Authorization cannot).
+	builtinRollup := []any{
+		map[string]any{"permCode": []any{}, "accountKeyHeader": []any{}},
+		map[string]any{"permCodeQuery": []any{}, "accountKeyHeader": []any{}},
+		map[string]any{"permCodeQuery": []any{}, "accountKey": []any{}},
+	}
 	for _, tc := range []struct {
 		name        string
 		cfg         httpapi.Config
@@ -98,26 +105,26 @@ func TestOpenAPIAccountSchemes(t *testing.T) {
 		{
 			name:     "built-in",
 			schemes:  []string{"accountKey", "accountKeyHeader"},
-			listsSec: []any{map[string]any{"accountKey": []any{}}}, rollupSec: []any{map[string]any{"permCode": []any{}, "accountKeyHeader": []any{}}},
+			listsSec: []any{map[string]any{"accountKey": []any{}}}, rollupSec: builtinRollup,
 			rollupParam: true,
 		},
 		{
 			name:      "custom resolver",
 			cfg:       httpapi.Config{Accounts: hostAccounts},
 			listsSec:  nil,
-			rollupSec: []any{map[string]any{"permCode": []any{}}},
+			rollupSec: []any{map[string]any{"permCode": []any{}}, map[string]any{"permCodeQuery": []any{}}},
 		},
 		{
 			name:     "custom resolver and scheme",
 			cfg:      httpapi.Config{Accounts: hostAccounts, AccountScheme: cookie},
 			schemes:  []string{"account"},
-			listsSec: []any{map[string]any{"account": []any{}}}, rollupSec: []any{map[string]any{"permCode": []any{}, "account": []any{}}},
+			listsSec: []any{map[string]any{"account": []any{}}}, rollupSec: []any{map[string]any{"permCode": []any{}, "account": []any{}}, map[string]any{"permCodeQuery": []any{}, "account": []any{}}},
 		},
 		{
 			name:     "scheme ignored with the built-in accounts",
 			cfg:      httpapi.Config{AccountScheme: cookie},
 			schemes:  []string{"accountKey", "accountKeyHeader"},
-			listsSec: []any{map[string]any{"accountKey": []any{}}}, rollupSec: []any{map[string]any{"permCode": []any{}, "accountKeyHeader": []any{}}},
+			listsSec: []any{map[string]any{"accountKey": []any{}}}, rollupSec: builtinRollup,
 			rollupParam: true,
 		},
 	} {

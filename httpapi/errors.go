@@ -147,7 +147,7 @@ func (st *reqState) errorOut(err error) *rawOut {
 		// The client went away (or the host's deadline for the request
 		// passed): no fault of the server, and nobody reads the answer.
 		st.cfg.Logger.Debug("httpapi: request ended by its context",
-			slog.String("method", st.r.Method), slog.String("url", redactURL(st.r.URL)), slog.String("error", err.Error()))
+			slog.String("method", st.r.Method), slog.String("url", RedactURL(st.r.URL)), slog.String("error", err.Error()))
 		p, k := problemFor(yaps.Errorf(yaps.EUNAVAILABLE, "the request was cancelled"), st.instance())
 		return &rawOut{Status: k.Status, ContentType: problemMediaType, Body: p.marshal()}
 	}

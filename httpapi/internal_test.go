@@ -47,13 +47,16 @@ func TestClientIP(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	u, _ := url.Parse("/api/v1/lists/x/sync?k=yap_secret&sv=AA")
-	require.Equal(t, "/api/v1/lists/x/sync?k=REDACTED&sv=AA", redactURL(u))
+	require.Equal(t, "/api/v1/lists/x/sync?k=REDACTED&sv=AA", RedactURL(u))
 	u, _ = url.Parse("/a?K=yap_secret")
-	require.NotContains(t, redactURL(u), "secret")
+	require.NotContains(t, RedactURL(u), "secret")
 	u, _ = url.Parse("/a?%zz=yap_secret")
-	require.NotContains(t, redactURL(u), "secret")
+	require.NotContains(t, RedactURL(u), "secret")
 	u, _ = url.Parse("/a")
-	require.Equal(t, "/a", redactURL(u))
+	require.Equal(t, "/a", RedactURL(u))
+	// A code or key under any other name is hidden too.
+	u, _ = url.Parse("/a?to=yap_secret&acct=yak_secret&x=1")
+	require.Equal(t, "/a?acct=REDACTED&to=REDACTED&x=1", RedactURL(u))
 }
 
 func TestDecodeB64(t *testing.T) {

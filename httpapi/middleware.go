@@ -48,7 +48,7 @@ func (st *reqState) instance() string { return st.path }
 func (st *reqState) logFault(err error) {
 	st.cfg.Logger.Error("httpapi: server fault",
 		slog.String("method", st.r.Method),
-		slog.String("url", redactURL(st.r.URL)),
+		slog.String("url", RedactURL(st.r.URL)),
 		slog.String("error", err.Error()))
 }
 
@@ -59,9 +59,12 @@ func (st *reqState) logFault(err error) {
 // query is never included.
 func instancePath(u *url.URL) string { return u.EscapedPath() }
 
-// redactURL renders u for logs with the value of every code-carrying query
-// parameter replaced (RULINGS R4).
-func redactURL(u *url.URL) string {
+// RedactURL renders u for logs with the value of every query parameter
+// that may carry a secret replaced (RULINGS R4): the names a code travels
+// under (k, code, key, token, access_token, in any case), and any value
+// that looks like a permission code or an account key, whatever its name.
+// Hosts that log requests on their own mux use it too.
+func RedactURL(u *url.URL) string {
 	if u.RawQuery == "" {
 		return u.Path
 	}
@@ -69,10 +72,16 @@ func redactURL(u *url.URL) string {
 	if err != nil {
 		return u.Path + "?[unparsable query redacted]"
 	}
-	for k := range q {
+	for k, vs := range q {
 		switch strings.ToLower(k) {
 		case "k", "code", "key", "token", "access_token":
 			q[k] = []string{"REDACTED"}
+			continue
+		}
+		for i, v := range vs {
+			if strings.HasPrefix(v, yaps.CodePrefix) || strings.HasPrefix(v, yaps.AccountKeyPrefix) {
+				vs[i] = "REDACTED"
+			}
 		}
 	}
 	return u.Path + "?" + q.Encode()
@@ -231,7 +240,7 @@ func (s *server) middleware(ctx huma.Context, next func(huma.Context)) {
 			}
 			st.cfg.Logger.Error("httpapi: panic serving request",
 				slog.String("method", r.Method),
-				slog.String("url", redactURL(r.URL)),
+				slog.String("url", RedactURL(r.URL)),
 				slog.String("panic", fmt.Sprint(rec)),
 				slog.String("stack", string(debug.Stack())))
 			if rc.wroteHeader {
@@ -250,7 +259,7 @@ func (s *server) middleware(ctx huma.Context, next func(huma.Context)) {
 		if st.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 			st.cfg.Logger.Debug("httpapi: request",
 				slog.String("method", r.Method),
-				slog.String("url", redactURL(r.URL)),
+				slog.String("url", RedactURL(r.URL)),
 				slog.Int("status", rc.status),
 				slog.String("ip", st.ip),
 				slog.Duration("took", time.Since(start)))

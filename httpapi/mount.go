@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -44,7 +45,15 @@ func HumaConfig(cfg Config) huma.Config {
 		server = cfg.PublicURL + cfg.Prefix
 	}
 	hc.Servers = []*huma.Server{{URL: server}}
-	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+	hc.Components.SecuritySchemes = securitySchemes(cfg)
+	ownRegistries.Store(hc.Components.Schemas, struct{}{}) // plain schema names (schemas.go)
+	return hc
+}
+
+// securitySchemes returns the security schemes the operations document:
+// the permission code (header and query) and the account credential.
+func securitySchemes(cfg Config) map[string]*huma.SecurityScheme {
+	schemes := map[string]*huma.SecurityScheme{
 		"permCode": {
 			Type: "http", Scheme: "bearer", BearerFormat: "yap_<43 base64url characters>",
 			Description: "A permission code of the list: Authorization: Bearer yap_...",
@@ -54,11 +63,8 @@ func HumaConfig(cfg Config) huma.Config {
 			Description: "The permission code as the k query parameter (for links and the WebSocket)",
 		},
 	}
-	for name, sc := range accountSchemes(cfg) {
-		hc.Components.SecuritySchemes[name] = sc
-	}
-	ownRegistries.Store(hc.Components.Schemas, struct{}{}) // plain schema names (schemas.go)
-	return hc
+	maps.Copy(schemes, accountSchemes(cfg))
+	return schemes
 }
 
 // accountSchemes returns the security schemes of cfg's account credential:
@@ -193,12 +199,13 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	if oapi.Components.SecuritySchemes == nil {
 		oapi.Components.SecuritySchemes = map[string]*huma.SecurityScheme{}
 	}
+	// A host's own API gets the schemes it lacks; one it defined itself
+	// under the same name is kept.
 	schemes := oapi.Components.SecuritySchemes
-	if _, ok := schemes["permCode"]; !ok {
-		schemes["permCode"] = &huma.SecurityScheme{Type: "http", Scheme: "bearer"}
-	}
-	if !s.builtin && cfg.AccountScheme != nil && schemes["account"] == nil {
-		schemes["account"] = cfg.AccountScheme
+	for name, sc := range securitySchemes(cfg) {
+		if schemes[name] == nil {
+			schemes[name] = sc
+		}
 	}
 	api.UseMiddleware(s.middleware)
 	reg := registryFor(oapi)
@@ -228,31 +235,31 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 
 	public := []map[string][]string{{}} // no credential needed
 	codeSec := []map[string][]string{{"permCode": {}}, {"permCodeQuery": {}}}
-	if _, ok := schemes["permCodeQuery"]; !ok {
-		codeSec = codeSec[:1]
-	}
 	// The account credential: the built-in keys, the host's scheme, or
 	// none documented (a custom resolver without Config.AccountScheme).
 	var acctSec []map[string][]string
-	rollupSec := []map[string][]string{{"permCode": {}}}
+	rollupSec := codeSec
 	var rollupParams []*huma.Param
 	switch {
+	// Rollup takes the list code and the account credential, each in any
+	// of its forms that can travel together (the list code and an account
+	// key cannot both be the Authorization header).
 	case s.builtin:
-		if _, ok := schemes["accountKey"]; ok {
-			acctSec = []map[string][]string{{"accountKey": {}}}
-		}
-		if _, ok := schemes["accountKeyHeader"]; ok {
-			rollupSec = []map[string][]string{{"permCode": {}, "accountKeyHeader": {}}}
+		acctSec = []map[string][]string{{"accountKey": {}}}
+		rollupSec = []map[string][]string{
+			{"permCode": {}, "accountKeyHeader": {}},
+			{"permCodeQuery": {}, "accountKeyHeader": {}},
+			{"permCodeQuery": {}, "accountKey": {}},
 		}
 		rollupParams = []*huma.Param{paramAccountKey}
 	case schemes["account"] != nil:
 		acctSec = []map[string][]string{{"account": {}}}
-		rollupSec = []map[string][]string{{"permCode": {}, "account": {}}}
+		rollupSec = []map[string][]string{{"permCode": {}, "account": {}}, {"permCodeQuery": {}, "account": {}}}
 	}
 	// POST /lists: no credential, or an account's (the list is then the
 	// account's from the start).
 	createSec := append(slices.Clone(public), acctSec...)
-	if _, ok := schemes["accountKeyHeader"]; ok && s.builtin {
+	if s.builtin {
 		createSec = append(createSec, map[string][]string{"accountKeyHeader": {}})
 	}
 	acctNote := ""
@@ -341,9 +348,10 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "updateYap", Method: http.MethodPatch, Path: "/lists/{ref}/yaps/{yapId}", Tags: tagYaps,
-		Summary:     "Update or restore a yap (owner, editor, agent by scope)",
-		Description: "JSON merge patch: absent members stay, null clears an optional member, deletedAt: null restores a soft-deleted yap within 30 days. kind cannot change. If-Match guards against lost updates (412).",
-		Security:    codeSec, RequestBody: d.body(YapRequest{}, true),
+		Summary: "Update or restore a yap (owner, editor, agent by scope)",
+		Description: "JSON merge patch: absent members stay, null clears an optional member, deletedAt: null restores a soft-deleted yap within 30 days. kind cannot change. If-Match guards against lost updates (412). " +
+			"No body, null or {} changes nothing.",
+		Security: codeSec, RequestBody: d.body(YapRequest{}, false),
 		Parameters: []*huma.Param{paramIfMatch},
 	}, http.StatusOK, yapSchema, append(writeErrs, 412)...), s.patchYap)
 
@@ -812,6 +820,18 @@ type YapRequest struct {
 	ListID       json.RawMessage `json:"listId,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
 	YapCreatedAt json.RawMessage `json:"createdAt,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
 	YapUpdatedAt json.RawMessage `json:"updatedAt,omitempty" doc:"Read-only (server-assigned): accepted and ignored (any value)"`
+}
+
+// TransformSchema documents what struct tags cannot: each tag is at most
+// 100 characters, and deletedAt may only be null.
+func (YapRequest) TransformSchema(_ huma.Registry, s *huma.Schema) *huma.Schema {
+	if tags := s.Properties["tags"]; tags != nil && tags.Items != nil {
+		tags.Items.MaxLength = new(yaps.MaxTagLen)
+	}
+	if del := s.Properties["deletedAt"]; del != nil {
+		del.Enum = []any{nil}
+	}
+	return s
 }
 
 // IssuePermissionRequest is the body of POST /lists/{ref}/permissions.

@@ -388,18 +388,10 @@ func accessLog(logger *slog.Logger, prefix string, next http.Handler) http.Handl
 	})
 }
 
+// redactQuery hides the secrets in a query string as the API's own log
+// does (httpapi.RedactURL).
 func redactQuery(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return "(unparsed)"
-	}
-	if q.Has("k") {
-		q.Set("k", "REDACTED")
-	}
-	return q.Encode()
+	return strings.TrimPrefix(httpapi.RedactURL(&url.URL{RawQuery: raw}), "?")
 }
 
 type statusRecorder struct {
