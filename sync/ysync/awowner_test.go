@@ -30,7 +30,12 @@ func (b *recordingBroadcaster) published(t *testing.T) []AwarenessEntry {
 	defer b.mu.Unlock()
 	var out []AwarenessEntry
 	for _, u := range b.updates {
-		entries, err := DecodeAwareness(u, AwarenessLimits{})
+		if len(u) == 1 && u[0] == 0 {
+			continue // "who is there?"
+		}
+		_, upd, ok := decodeAwarenessNotice(u)
+		require.True(t, ok, "published: not an awareness notice")
+		entries, err := DecodeAwareness(upd, AwarenessLimits{})
 		require.NoError(t, err)
 		out = append(out, entries...)
 	}
@@ -173,11 +178,11 @@ func TestHeldAwarenessIDsDoNotMakeEveryIDSweep(t *testing.T) {
 	require.NotNil(t, from)
 	rm.mu.Lock()
 	for i := range 8 { // 2*MaxAwarenessStates, all held
-		rm.aw[uint64(1000+i)] = &awState{clock: 2, lastPerm: "gone", heldUntil: time.Now().Add(time.Minute)}
+		rm.aw[uint64(1000+i)] = &awState{clock: 2, perm: "gone", heldUntil: time.Now().Add(time.Minute)}
 	}
 	rm.mu.Unlock()
 	for id := uint64(1); id <= 40; id++ {
-		require.NoError(t, rm.applyAwareness(from, EncodeAwareness([]AwarenessEntry{{ClientID: id, Clock: 1, State: "null"}})))
+		require.NoError(t, rm.applyAwareness(from, "", EncodeAwareness([]AwarenessEntry{{ClientID: id, Clock: 1, State: "null"}})))
 	}
 	rm.mu.Lock()
 	sweeps, held := rm.sweeps, 0

@@ -173,8 +173,10 @@ func TestAwarenessJoinAnswerInPieces(t *testing.T) {
 		chunks := a.srv.room("L1").localAwareness()
 		n := 0
 		for _, c := range chunks {
-			require.LessOrEqual(t, len(c), awarenessChunk)
-			n += len(awarenessMap(t, Message{Type: MsgAwareness, Payload: c}))
+			_, upd, ok := decodeAwarenessNotice(c)
+			require.True(t, ok)
+			require.LessOrEqual(t, len(upd), awarenessChunk)
+			n += len(awarenessMap(t, Message{Type: MsgAwareness, Payload: upd}))
 		}
 		return n == len(want)
 	}, 2*time.Second, 5*time.Millisecond)

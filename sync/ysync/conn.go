@@ -443,7 +443,7 @@ func (c *conn) handle(frame []byte) {
 			c.write(m.SyncType, m.Payload)
 		}
 	case MsgAwareness:
-		if err := c.room.applyAwareness(c, m.Payload); err != nil {
+		if err := c.room.applyAwareness(c, "", m.Payload); err != nil {
 			c.closeWith(CloseBadMessage, "bad awareness update")
 		}
 	case MsgQueryAwareness:

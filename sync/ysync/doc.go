@@ -49,8 +49,12 @@
 // null) when it disconnects. An ID set by a connection that is live, or
 // left less than AwarenessTimeout ago, can be changed by another
 // connection only if that one has the same code (a reconnect); entries for
-// it from connections with other codes are dropped (clients re-send the
-// states of others, so the sender is not closed).
+// it from connections with other codes, here or on another process, are
+// dropped (clients re-send the states of others, so the sender is not
+// closed). A client that sends its state at a clock older than a removal
+// the room holds for its ID (its reconnect after the server announced its
+// departure) is sent that removal, which y-protocols answers with its
+// state at a higher clock.
 //
 // # Several processes
 //
@@ -59,9 +63,10 @@
 // revocations (sockets closed) and list changes (write access re-checked),
 // through the service's Notifier (store/pgnotify) or its poller. Awareness
 // crosses through the Broadcaster, by default the service's
-// PublishAwareness / yaps.EventAwareness; a process that opens a room
-// publishes an empty awareness update, which asks the others to publish
-// their connections' states.
+// PublishAwareness / yaps.EventAwareness, with the code of the connection
+// that sent each entry; a process that opens a room publishes an empty
+// awareness update, which asks the others to publish their connections'
+// states.
 //
 // # Errors before the upgrade
 //

@@ -2,6 +2,7 @@ package ysync
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -68,10 +69,12 @@ type awState struct {
 	state string
 	owner *conn     // the local connection that set it; nil when remote
 	seen  time.Time // when the state was last set (expires remote ones)
-	// lastPerm is the permission of the local connection that owned the
-	// ID until it left; other codes may not take the ID before heldUntil
-	// (AwarenessTimeout later), so the client's own reconnect finds it.
-	lastPerm  string
+	// perm is the permission (code) whose connection set the state, here
+	// or on another process ("" when unknown). Other codes may not change
+	// the state while it is set, nor take the ID before heldUntil once it
+	// was removed (AwarenessTimeout after its owner left), so the client's
+	// own reconnect finds it (heldFrom).
+	perm      string
 	heldUntil time.Time
 }
 
@@ -138,7 +141,7 @@ func (r *room) leave(c *conn) {
 			continue
 		}
 		st.owner = nil
-		st.lastPerm, st.heldUntil = c.permID, time.Now().Add(r.s.cfg.AwarenessTimeout)
+		st.perm, st.heldUntil = c.permID, time.Now().Add(r.s.cfg.AwarenessTimeout)
 		if st.state != "" {
 			st.clock++
 			r.setStateLocked(st, "")
@@ -149,10 +152,39 @@ func (r *room) leave(c *conn) {
 	r.maybeIdleLocked()
 	r.mu.Unlock()
 	if len(removed) > 0 {
-		upd := EncodeAwareness(removed)
-		r.broadcastAwareness(AppendAwareness(nil, upd), removed)
-		r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
+		r.broadcastAwareness(AppendAwareness(nil, EncodeAwareness(removed)), removed)
+		r.publishAwareness(c.permID, removed)
 	}
+}
+
+// publishAwareness hands entries set by connections of permission perm to
+// the other processes, as awareness notices of at most awarenessChunk
+// bytes each (unless one state is larger): a bus caps its notices
+// (store/pgnotify drops awareness over 5,800 bytes), and one notice with
+// several states could go over it and be lost whole.
+func (r *room) publishAwareness(perm string, entries []AwarenessEntry) {
+	for _, chunk := range awarenessChunks(entries) {
+		r.s.cfg.Broadcaster.PublishAwareness(r.ref, encodeAwarenessNotice(perm, chunk))
+	}
+}
+
+// awarenessChunks splits entries into runs of at most awarenessChunk
+// encoded bytes (a larger state goes alone).
+func awarenessChunks(entries []AwarenessEntry) [][]AwarenessEntry {
+	var out [][]AwarenessEntry
+	start, size := 0, 3 // the entry count
+	for i, e := range entries {
+		n := awarenessEntrySize(e)
+		if i > start && size+n > awarenessChunk {
+			out = append(out, entries[start:i])
+			start, size = i, 3
+		}
+		size += n
+	}
+	if start < len(entries) {
+		out = append(out, entries[start:])
+	}
+	return out
 }
 
 // releaseSlot gives back a connection slot of an address key in counts
@@ -219,7 +251,11 @@ func (r *room) unload() {
 // sent on connect, is not taken). So an ID a connection that may write takes
 // is claimed for its code before the entry is relayed: nobody who learns
 // the ID from the relay can write under it first (yaps.Service.ClaimClientIDs).
-func (r *room) applyAwareness(from *conn, payload []byte) error {
+//
+// from is the sending connection, or nil for an update another process
+// published; perm is then the permission of the connection that sent it
+// there ("" when unknown: a process of an earlier version).
+func (r *room) applyAwareness(from *conn, perm string, payload []byte) error {
 	entries, err := DecodeAwareness(payload, AwarenessLimits{
 		MaxEntries:    r.s.cfg.MaxAwarenessEntries,
 		MaxStateBytes: r.s.cfg.MaxAwarenessStateBytes,
@@ -227,9 +263,12 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	if err != nil {
 		return err
 	}
+	if from != nil {
+		perm = from.permID
+	}
 	now := time.Now()
 	r.mu.Lock()
-	if from != nil && r.awBytes+r.growthLocked(from, entries, now) > r.s.cfg.MaxAwarenessRoomBytes {
+	if from != nil && r.awBytes+r.growthLocked(from, perm, entries, now) > r.s.cfg.MaxAwarenessRoomBytes {
 		// Refused whole, like a state over MaxAwarenessStateBytes.
 		r.mu.Unlock()
 		return ErrMalformed
@@ -237,10 +276,20 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 	accepted := entries[:0]
 	var overLimit bool
 	var taken []uint64 // IDs from takes, to claim
+	// stale are the removals the sender is told of: it sent a state older
+	// than the removal this process holds for the ID, which a client does
+	// when it reconnects after the server announced its old connection's
+	// departure (clock + 1). y-protocols answers a removal of its own ID
+	// by sending its state again at a higher clock, so it shows again at
+	// once instead of at its second renewal, 30 s later.
+	var stale []AwarenessEntry
 	claims := from != nil && !from.readOnly.Load()
 	for _, e := range entries {
 		st := r.aw[e.ClientID]
-		if !st.takes(from, e, now) {
+		if !st.takes(from, perm, e, now) {
+			if from != nil && st != nil && st.state == "" && !e.Removed() && e.Clock <= st.clock {
+				stale = append(stale, AwarenessEntry{ClientID: e.ClientID, Clock: st.clock, State: "null"})
+			}
 			continue
 		}
 		if e.Removed() {
@@ -256,6 +305,11 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 			if st.owner != nil {
 				delete(st.owner.awIDs, e.ClientID)
 				st.owner = nil
+			}
+			if from == nil && perm != "" {
+				// Its owner left another process: the ID stays its
+				// code's here too.
+				st.perm, st.heldUntil = perm, now.Add(r.s.cfg.AwarenessTimeout)
 			}
 			accepted = append(accepted, e)
 			continue
@@ -296,7 +350,7 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 				from.awIDs = map[uint64]struct{}{}
 			}
 			from.awIDs[e.ClientID] = struct{}{}
-			st.owner, st.lastPerm = from, ""
+			st.owner, st.perm = from, from.permID
 			// A claim is stored for good; removing an ID frees its slot in
 			// awIDs, so the claims of a connection are capped on their own.
 			if claims && from.awClaimed < r.s.cfg.MaxAwarenessIDsPerConn {
@@ -304,11 +358,24 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 				taken = append(taken, e.ClientID)
 			}
 		}
+		if from == nil && perm != "" {
+			// Set on another process by the same code (heldFrom): the
+			// client reconnected there, so its connection here, not yet
+			// noticed dead, must not announce its departure when it goes.
+			if st.owner != nil {
+				delete(st.owner.awIDs, e.ClientID)
+				st.owner = nil
+			}
+			st.perm = perm
+		}
 		r.setStateLocked(st, e.State)
 		st.clock, st.seen = e.Clock, now
 		accepted = append(accepted, e)
 	}
 	r.mu.Unlock()
+	if len(stale) > 0 {
+		from.sendAwareness(AppendAwareness(nil, EncodeAwareness(stale)), stale)
+	}
 	if len(taken) > 0 {
 		// The entry is relayed even when the claim fails: presence is not
 		// worth refusing for a store error, and the write path claims too.
@@ -317,10 +384,9 @@ func (r *room) applyAwareness(from *conn, payload []byte) error {
 		}
 	}
 	if len(accepted) > 0 {
-		upd := EncodeAwareness(accepted)
-		r.broadcastAwareness(AppendAwareness(nil, upd), accepted)
+		r.broadcastAwareness(AppendAwareness(nil, EncodeAwareness(accepted)), accepted)
 		if from != nil {
-			r.s.cfg.Broadcaster.PublishAwareness(r.ref, upd)
+			r.publishAwareness(perm, accepted)
 		}
 	}
 	if overLimit {
@@ -354,47 +420,53 @@ func (st *awState) accepts(e AwarenessEntry) bool {
 	return st.clock < e.Clock || (st.clock == e.Clock && e.Removed() && st.state != "")
 }
 
-// heldFrom reports whether from may not take st: its owner, a connection
-// of this process, is authenticated with another permission (another
-// code) and is live, or left less than AwarenessTimeout ago. Ownership
-// moves only between connections of the same code, the reconnect of a
-// client whose old socket is not yet noticed dead or already closed; a
-// connection of another code sending a newer clock (or a null) for the ID
-// would be hijacking another client's presence. Other IDs, and updates
-// from other processes (from nil), are not held.
-func (st *awState) heldFrom(from *conn, now time.Time) bool {
-	if from == nil || st == nil {
+// heldFrom reports whether a sender of permission perm (the connection
+// from, or another process's connection when from is nil) may not take
+// st: the ID is another code's. It is while a connection of another code
+// owns it here, while another process holds a state for it set by another
+// code, and for AwarenessTimeout after its owner left (heldUntil).
+// Ownership moves only between connections of the same code: the
+// reconnect of a client, here or through another process, whose old
+// socket is not yet noticed dead or already closed. A connection of
+// another code sending a newer clock (or a null) for the ID would be
+// hijacking another client's presence. Updates from processes that do not
+// say their sender's code (perm "") are not held.
+func (st *awState) heldFrom(from *conn, perm string, now time.Time) bool {
+	if st == nil || (from == nil && perm == "") {
 		return false
 	}
-	if st.owner != nil {
-		return st.owner != from && (st.owner.permID == "" || st.owner.permID != from.permID)
+	switch {
+	case st.owner != nil:
+		return st.owner != from && (st.owner.permID == "" || st.owner.permID != perm)
+	case st.state != "":
+		return st.perm != "" && st.perm != perm
+	default:
+		return st.heldAfterLeave(now) && st.perm != perm
 	}
-	// Its owner left: the ID stays its code's for a while, or whoever saw
-	// the removal could take it before the client reconnects.
-	return st.heldAfterLeave(now) && st.lastPerm != from.permID
 }
 
-// heldAfterLeave reports whether st is still held for the code of the
-// connection that left it (see heldFrom).
+// heldAfterLeave reports whether st, removed, is still held for the code
+// of the connection that left it (see heldFrom).
 func (st *awState) heldAfterLeave(now time.Time) bool {
-	return st.lastPerm != "" && now.Before(st.heldUntil)
+	return st.perm != "" && now.Before(st.heldUntil)
 }
 
-// takes reports whether entry e from connection from (nil: another
-// process) is applied to st: newer (accepts) and not held from it.
-func (st *awState) takes(from *conn, e AwarenessEntry, now time.Time) bool {
-	return st.accepts(e) && !st.heldFrom(from, now)
+// takes reports whether entry e from a sender of permission perm
+// (connection from, or another process's when nil) is applied to st:
+// newer (accepts) and not held from it.
+func (st *awState) takes(from *conn, perm string, e AwarenessEntry, now time.Time) bool {
+	return st.accepts(e) && !st.heldFrom(from, perm, now)
 }
 
 // growthLocked returns at most how many bytes applying entries from a
 // connection would add to the awareness table: each accepted state counts
 // in full, and the state it replaces is credited once per client. IDs
 // repeated within one message can only make it overestimate.
-func (r *room) growthLocked(from *conn, entries []AwarenessEntry, now time.Time) int {
+func (r *room) growthLocked(from *conn, perm string, entries []AwarenessEntry, now time.Time) int {
 	grow := 0
 	for i, e := range entries {
 		st := r.aw[e.ClientID]
-		if !st.takes(from, e, now) {
+		if !st.takes(from, perm, e, now) {
 			continue
 		}
 		if !e.Removed() {
@@ -477,32 +549,58 @@ const awarenessChunk = 4096
 // 10 bytes and a string with its length.
 func awarenessEntrySize(e AwarenessEntry) int { return 25 + len(e.State) }
 
-// localAwareness encodes the states set by this process's connections as
-// updates of at most awarenessChunk bytes (unless one state is larger), or
-// returns nil when there are none.
+// localAwareness returns the states set by this process's connections as
+// awareness notices for the other processes (publishAwareness), one run of
+// chunks per code, or nil when there are none.
 func (r *room) localAwareness() [][]byte {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out [][]byte
-	var entries []AwarenessEntry
-	size := 3 // the entry count
+	byPerm := map[string][]AwarenessEntry{}
 	for id, st := range r.aw {
-		if st.owner == nil || st.state == "" {
-			continue
+		if st.owner != nil && st.state != "" {
+			p := st.owner.permID
+			byPerm[p] = append(byPerm[p], AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state})
 		}
-		e := AwarenessEntry{ClientID: id, Clock: st.clock, State: st.state}
-		n := awarenessEntrySize(e)
-		if len(entries) > 0 && size+n > awarenessChunk {
-			out = append(out, EncodeAwareness(entries))
-			entries, size = nil, 3
-		}
-		entries = append(entries, e)
-		size += n
 	}
-	if len(entries) > 0 {
-		out = append(out, EncodeAwareness(entries))
+	r.mu.Unlock()
+	var out [][]byte
+	for _, p := range slices.Sorted(maps.Keys(byPerm)) {
+		for _, chunk := range awarenessChunks(byPerm[p]) {
+			out = append(out, encodeAwarenessNotice(p, chunk))
+		}
 	}
 	return out
+}
+
+// An awareness notice is what this process publishes for the others: an
+// update of its connections' entries with the code that sent them, so
+// that every process keeps another code from taking the IDs (heldFrom).
+// It starts with an empty entry count, so a process of an earlier
+// version, which read awareness updates as they are, finds no entry in it
+// and ignores it; the update without entries alone still asks "who is
+// there?".
+const awarenessNoticeV1 = 1
+
+// encodeAwarenessNotice returns the notice of entries sent by connections
+// of permission perm.
+func encodeAwarenessNotice(perm string, entries []AwarenessEntry) []byte {
+	b := []byte{0, awarenessNoticeV1}
+	b = AppendVarBytes(b, []byte(perm))
+	return append(b, EncodeAwareness(entries)...)
+}
+
+// decodeAwarenessNotice returns the sender's permission and the awareness
+// update of a notice; ok is false for anything else (an update as a
+// process of an earlier version publishes it).
+func decodeAwarenessNotice(b []byte) (perm string, update []byte, ok bool) {
+	if len(b) < 3 || b[0] != 0 || b[1] != awarenessNoticeV1 {
+		return "", nil, false
+	}
+	d := decoder{b: b[2:]}
+	p, err := d.varBytes()
+	if err != nil {
+		return "", nil, false
+	}
+	return string(p), d.b[d.pos:], true
 }
 
 // recheck re-authenticates the room's connections after a list change

@@ -53,15 +53,18 @@ type backend interface {
 // crosses processes when the service has a Notifier (store/pgnotify) and
 // stays in this process otherwise.
 type Broadcaster interface {
-	// PublishAwareness hands an accepted awareness update (the payload of
-	// an awareness message) of list ref to the other processes. It must
-	// not block; delivery is best effort (clients renew their state every
-	// 15 s). An update without entries asks the processes that have the
-	// room to publish their connections' states (sent when a process
-	// opens a room, so its first clients see everyone at once).
+	// PublishAwareness hands accepted awareness entries of list ref to
+	// the other processes, as bytes only the other processes' Servers
+	// read: the entries (an awareness update, at most 4 KiB of them unless
+	// one state is larger) with the code of the connection that sent them,
+	// so no process lets another code take the clients' IDs. The single
+	// byte 0 asks the processes that have the room to publish their
+	// connections' states (sent when a process opens a room, so its first
+	// clients see everyone at once). It must not block; delivery is best
+	// effort (clients renew their state every 15 s).
 	PublishAwareness(ref string, update []byte)
-	// SubscribeAwareness registers fn for updates published by other
-	// processes (never for this process's own).
+	// SubscribeAwareness registers fn for what other processes published,
+	// as they published it (never for this process's own).
 	SubscribeAwareness(fn func(ref string, update []byte)) (unsubscribe func())
 }
 
@@ -678,7 +681,11 @@ func (s *Server) onRemoteAwareness(ref string, update []byte) {
 		}
 		return
 	}
-	_ = rm.applyAwareness(nil, update)
+	perm, upd, ok := decodeAwarenessNotice(update)
+	if !ok {
+		upd = update // from a process of an earlier version
+	}
+	_ = rm.applyAwareness(nil, perm, upd)
 }
 
 // closePermission closes every connection authenticated with permID.
