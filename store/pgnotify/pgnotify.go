@@ -6,7 +6,11 @@
 //
 // A Notifier holds one dedicated connection that runs LISTEN on its
 // channel and waits for notifications (WaitForNotification), pinging it
-// after PingInterval of silence so a dead link is noticed. When the
+// after PingInterval of silence so a dead link is noticed. The presence
+// check (every PeerCheckInterval) also drops the connection as lost once
+// pg_stat_activity, which showed it before, no longer does: its backend is
+// gone while the socket stays half-open, and the other processes already
+// stopped publishing to it. When the
 // connection fails it reconnects with exponential backoff (100 ms doubling
 // up to MaxBackoff). It delivers a yaps.NoticeLost as soon as the
 // connection fails (the service stops trusting its auth cache: publishers
@@ -154,6 +158,15 @@ type Notifier struct {
 	done   chan struct{} // the listen loop ended
 	once   sync.Once
 
+	// The listening connection's generation (bumped per connection) and
+	// the cancel of its wait, for checkPeers: a connection the server no
+	// longer lists (its backend is gone, the socket half-open) is dropped
+	// and replaced instead of waiting out PingInterval.
+	lmu     sync.Mutex
+	lgen    uint64
+	lcancel context.CancelCauseFunc
+	ownSeen atomic.Bool // pg_stat_activity has shown the listening connection
+
 	mu   sync.Mutex
 	subs map[int]func(yaps.Notice)
 	next int
@@ -282,15 +295,36 @@ func (n *Notifier) Channel() string { return n.cfg.Channel }
 
 // Close stops listening and closes the connections. Listen calls return
 // ErrClosed.
+//
+// Close waits at most closeWait for the pool: with the network path to
+// Postgres stalled, pgxpool waits 15 s for a cancelled query's cancel
+// request, and a shutdown must not. The pool then finishes closing in the
+// background.
 func (n *Notifier) Close() error {
 	n.once.Do(func() {
 		n.cancel()
 		<-n.done
 		n.loops.Wait()
-		n.pool.Close()
+		closed := make(chan struct{})
+		go func() {
+			n.pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(closeWait):
+			n.cfg.Logger.Warn("pgnotify: the connection pool did not close in time; leaving it to finish", "channel", n.cfg.Channel)
+		}
 	})
 	return nil
 }
+
+// closeWait bounds how long Close waits for the connection pool.
+const closeWait = time.Second
+
+// errNotListed ends the wait of a listening connection pg_stat_activity no
+// longer shows.
+var errNotListed = errors.New("pgnotify: the listening connection is gone from pg_stat_activity")
 
 // wire is the JSON form of a notice. The sender comes first, so a process
 // recognizes its own notices (every listener hears them) by their prefix
@@ -659,7 +693,13 @@ func (n *Notifier) run(conn *pgx.Conn) {
 	defer close(n.done)
 	backoff := 100 * time.Millisecond
 	for {
-		err := n.wait(conn)
+		lctx, lcancel := context.WithCancelCause(n.ctx)
+		n.lmu.Lock()
+		n.lgen++
+		n.lcancel = lcancel
+		n.lmu.Unlock()
+		err := n.wait(lctx, conn)
+		lcancel(nil)
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = conn.Close(cctx)
 		cancel()
@@ -694,20 +734,24 @@ func (n *Notifier) run(conn *pgx.Conn) {
 	}
 }
 
-// wait delivers notifications from conn until it fails or Close.
-func (n *Notifier) wait(conn *pgx.Conn) error {
+// wait delivers notifications from conn until it fails, lctx is cancelled
+// (checkPeers found the connection gone) or Close.
+func (n *Notifier) wait(lctx context.Context, conn *pgx.Conn) error {
 	for {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.PingInterval)
+		ctx, cancel := context.WithTimeout(lctx, n.cfg.PingInterval)
 		note, err := conn.WaitForNotification(ctx)
 		cancel()
 		if err != nil {
 			if n.ctx.Err() != nil {
 				return n.ctx.Err()
 			}
+			if lctx.Err() != nil {
+				return context.Cause(lctx)
+			}
 			if !pgconn.Timeout(err) {
 				return err
 			}
-			pctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			pctx, cancel := context.WithTimeout(lctx, 5*time.Second)
 			err = conn.Ping(pctx)
 			cancel()
 			if err != nil {
@@ -800,7 +844,26 @@ func (n *Notifier) checkPeers(ctx context.Context) {
 	n.pmu.Lock()
 	before := n.heardN
 	n.pmu.Unlock()
+	n.lmu.Lock()
+	gen := n.lgen
+	n.lmu.Unlock()
 	ids, legacy, own, err := n.listeners(ctx)
+	switch {
+	case err != nil:
+	case own:
+		n.ownSeen.Store(true)
+	case n.ownSeen.Load():
+		// The view showed the listening connection before (the role may
+		// see it) and does not now, though it was open before the query:
+		// its backend is gone and the socket half-open. Publishers no
+		// longer wait for this process's acks, so it must stop trusting
+		// its caches now (NoticeLost), not after PingInterval.
+		n.lmu.Lock()
+		if n.lgen == gen && n.lcancel != nil {
+			n.lcancel(errNotListed)
+		}
+		n.lmu.Unlock()
+	}
 	present := err != nil || !own || len(ids)+legacy > 0
 	n.pmu.Lock()
 	var replay []yaps.Notice
