@@ -187,3 +187,25 @@ func TestAwarenessHijackAcrossProcessesPostgres(t *testing.T) {
 	require.Equal(t, map[uint64]string{7: victimState}, awarenessMap(t, observer.nextOf(MsgAwareness)),
 		"a viewer on process B rewrote an editor's awareness entry on process A")
 }
+
+// States another process set and never renewed (it died) do not keep a
+// room that is full of them from taking a new local state: they expire
+// when room is needed, not only when a joiner's frame is built (awareness
+// review).
+func TestExpiredRemoteStatesMakeRoom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxAwarenessStates: 2, AwarenessTimeout: time.Minute})
+	c := e.dial(t, "L1", "owner")
+	rm := e.srv.room("L1")
+	require.NoError(t, rm.applyAwareness(nil, "perm-elsewhere", EncodeAwareness([]AwarenessEntry{
+		{ClientID: 1, Clock: 1, State: `{"u":1}`}, {ClientID: 2, Clock: 1, State: `{"u":2}`},
+	})))
+	rm.mu.Lock()
+	for _, st := range rm.aw {
+		st.seen = time.Now().Add(-2 * time.Minute) // their process died
+	}
+	rm.mu.Unlock()
+	require.Len(t, awarenessMap(t, c.nextOf(MsgAwareness)), 2) // their relay
+	sendAwareness(c, AwarenessEntry{ClientID: 3, Clock: 1, State: `{"u":3}`})
+	require.Equal(t, map[uint64]string{3: `{"u":3}`}, awarenessMap(t, c.nextOf(MsgAwareness)))
+}

@@ -1,6 +1,7 @@
 package ysync
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,6 +214,11 @@ func DecodeAwareness(payload []byte, lim AwarenessLimits) ([]AwarenessEntry, err
 			return nil, fmt.Errorf("%w: awareness state is not JSON", ErrMalformed)
 		}
 		e.State = string(s)
+		if string(bytes.TrimSpace(s)) == "null" {
+			// JSON's null with white space is still a removal to every
+			// client; kept as it came, the room would count a live state.
+			e.State = "null"
+		}
 		entries = append(entries, e)
 	}
 	return entries, d.end()

@@ -162,3 +162,18 @@ func FuzzDecodeMessage(f *testing.F) {
 		require.LessOrEqual(t, len(re), len(frame))
 	})
 }
+
+// JSON's null with white space around it is a removal, as every client
+// reads it (awareness review: the room counted it as a live state).
+func TestDecodeAwarenessPaddedNull(t *testing.T) {
+	t.Parallel()
+	for _, state := range []string{" null", "null\n", "\tnull "} {
+		b := AppendVarUint(nil, 1)
+		b = AppendVarUint(AppendVarUint(b, 7), 3)
+		b = appendVarString(b, state)
+		entries, err := DecodeAwareness(b, AwarenessLimits{})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		require.True(t, entries[0].Removed(), "%q", state)
+	}
+}

@@ -327,6 +327,7 @@ func (r *room) applyAwareness(from *conn, perm string, payload []byte) error {
 		}
 		if st == nil {
 			if r.live >= r.s.cfg.MaxAwarenessStates {
+				r.expireLocked() // a dead process's states must not fill the room
 				r.trimLocked()
 				if r.live >= r.s.cfg.MaxAwarenessStates {
 					continue // the room is full of presences; drop, do not grow
