@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/yaps-dev/yaps/store/storetest"
 )
 
 // The hijack protection (heldFrom) holds across processes: a viewer
@@ -25,9 +23,7 @@ func TestAwarenessHijackAcrossProcesses(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			bus := newMemBus()
-			a := newEnv(t, Config{Broadcaster: bus.port()})
-			b := newEnv(t, Config{Broadcaster: bus.port()})
+			a, b := twoProcesses(t)
 			victim := a.dial(t, "L1", "editor")
 			observer := a.dial(t, "L1", "owner")
 			sendAwareness(victim, AwarenessEntry{ClientID: 7, Clock: 1, State: victimState})
@@ -66,9 +62,7 @@ func drain(c *client) {
 // over the live connection's entry, everywhere (awareness review).
 func TestAwarenessReconnectThroughAnotherProcess(t *testing.T) {
 	t.Parallel()
-	bus := newMemBus()
-	a := newEnv(t, Config{Broadcaster: bus.port()})
-	b := newEnv(t, Config{Broadcaster: bus.port()})
+	a, b := twoProcesses(t)
 	observerA := a.dial(t, "L1", "owner")
 	observerB := b.dial(t, "L1", "owner")
 
@@ -127,9 +121,7 @@ func TestInteropAwarenessAfterReconnect(t *testing.T) {
 // over the bus's limit still stays within its process; see decisions.md.)
 func TestLargeAwarenessCrossesProcesses(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
-	A := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
-	B := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
+	A, B := twoPostgresStacks(t)
 	ref, owner := A.newList()
 	viewer, _ := A.issue(ref, owner, "viewer")
 	a := A.dial(ref, owner)
@@ -165,9 +157,7 @@ func TestLargeAwarenessCrossesProcesses(t *testing.T) {
 
 // The same with real Postgres (two stacks, store/pgnotify between them).
 func TestAwarenessHijackAcrossProcessesPostgres(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
-	A := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
-	B := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
+	A, B := twoPostgresStacks(t)
 	ref, owner := A.newList()
 	editor, _ := A.issue(ref, owner, "editor")
 	viewer, _ := A.issue(ref, owner, "viewer")

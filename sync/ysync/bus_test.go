@@ -22,6 +22,14 @@ type memPort struct{ bus *memBus }
 
 func newMemBus() *memBus { return &memBus{subs: map[*memPort]func(string, []byte){}} }
 
+// twoProcesses returns two Servers (with default settings) sharing one
+// in-memory bus: two processes of one deployment.
+func twoProcesses(t *testing.T) (a, b *testEnv) {
+	t.Helper()
+	bus := newMemBus()
+	return newEnv(t, Config{Broadcaster: bus.port()}), newEnv(t, Config{Broadcaster: bus.port()})
+}
+
 func (b *memBus) port() *memPort { return &memPort{bus: b} }
 
 func (p *memPort) PublishAwareness(ref string, update []byte) {
@@ -54,9 +62,7 @@ func (p *memPort) SubscribeAwareness(fn func(string, []byte)) func() {
 
 func TestAwarenessAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	bus := newMemBus()
-	a := newEnv(t, Config{Broadcaster: bus.port()})
-	b := newEnv(t, Config{Broadcaster: bus.port()})
+	a, b := twoProcesses(t)
 
 	a1 := a.dial(t, "L1", "owner")
 	sendAwareness(a1, AwarenessEntry{ClientID: 7, Clock: 1, State: `{"u":"a"}`})

@@ -16,9 +16,7 @@ import (
 // within a second; awareness, revocation and archive cross too.
 func TestTwoProcesses(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
-	A := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
-	B := startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
+	A, B := twoPostgresStacks(t)
 	ref, owner := A.newList()
 	viewer, viewerPerm := A.issue(ref, owner, "viewer")
 	editor, _ := A.issue(ref, owner, "editor")

@@ -21,6 +21,7 @@ import (
 	"github.com/yaps-dev/yaps/httpapi"
 	"github.com/yaps-dev/yaps/store/bunstore"
 	"github.com/yaps-dev/yaps/store/pgnotify"
+	"github.com/yaps-dev/yaps/store/storetest"
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -54,6 +55,14 @@ func startStack(t *testing.T, cfg Config, dbPath, addr string, svcMods ...func(*
 // gets a LISTEN/NOTIFY notifier, as `yaps serve` does, so several stacks on
 // one database behave as several processes. svcMods change the service's
 // configuration.
+// twoPostgresStacks returns two stacks (service, HTTP API and sync, with
+// default settings) on one Postgres database: two server processes.
+func twoPostgresStacks(t *testing.T) (a, b *stack) {
+	t.Helper()
+	dsn := storetest.PostgresDSN(t)
+	return startStackDSN(t, Config{}, dsn, "127.0.0.1:0"), startStackDSN(t, Config{}, dsn, "127.0.0.1:0")
+}
+
 func startStackDSN(t *testing.T, cfg Config, dsn, addr string, svcMods ...func(*yaps.Config)) *stack {
 	t.Helper()
 	ctx := context.Background()
