@@ -196,3 +196,19 @@ func TestPendingUpdatesCannotFillDocument(t *testing.T) {
 	_, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("fits"), "", nil)
 	require.NoError(t, err, "the owner can still write")
 }
+
+// Archiving by PATCH, like DELETE, is accepted on a list over its
+// document limits; a PATCH that also changes the title is not (core
+// review: PATCH archivedAt was refused with 413).
+func TestPatchArchiveOverLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *yaps.Config) { c.MaxDocItems, c.MaxDocBytes = -1, -1 })
+	a := e.list()
+	require.NoError(t, e.svc.ApplyUpdate(e.ctx, a, emptyMaps(t, e, a, 500), nil))
+	s2 := e.secondProcess(func(c *yaps.Config) { c.MaxDocItems = 100 })
+	_, err := s2.UpdateList(e.ctx, a, yaps.ListPatch{ArchivedAt: yaps.Set(e.clock.Now()), Title: yaps.Set("renamed")}, "")
+	require.True(t, yaps.IsCode(err, yaps.ETOOLARGE), "%v", err)
+	l, err := s2.UpdateList(e.ctx, a, yaps.ListPatch{ArchivedAt: yaps.Set(e.clock.Now())}, "")
+	require.NoError(t, err)
+	require.NotNil(t, l.ArchivedAt)
+}

@@ -3,6 +3,7 @@ package yaps
 import (
 	"slices"
 	"time"
+	"unicode/utf16"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
@@ -54,7 +55,7 @@ func readTime(m *yjs.Map, key string) (*time.Time, bool) {
 	if !isStr {
 		return nil, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseRFC3339(s)
 	if err != nil || !inTimeRange(t) {
 		return nil, false
 	}
@@ -275,8 +276,7 @@ func writeYap(m *yjs.Map, y *Yap) {
 			}
 			return
 		}
-		if t, ok := v.(*yjs.Text); ok {
-			editText(t, *n)
+		if t, ok := v.(*yjs.Text); ok && editText(t, *n) {
 			return
 		}
 		m.Set(key, yjs.NewText(*n))
@@ -377,10 +377,19 @@ func anySlice(ss []string) []any {
 // edits are applied from the last to the first, so the indexes of the old
 // text stay valid; the caller runs editText inside one document
 // transaction, so they form one update.
-func editText(t *yjs.Text, s string) {
+//
+// It reports false, changing nothing, when t holds embeds (a sync client
+// may insert them): String leaves them out, but each takes an index, so
+// the edits would land beside their places (a PATCH wrote other text than
+// it answered, and a compensation left the yap invalid). The caller then
+// replaces the text whole; the embeds, which no HTTP reader sees, go.
+func editText(t *yjs.Text, s string) bool {
 	cur := t.String()
 	if cur == s {
-		return
+		return true
+	}
+	if t.Len() != utf16Len(cur) {
+		return false
 	}
 	edits := diffText(cur, s)
 	for i := len(edits) - 1; i >= 0; i-- {
@@ -392,6 +401,17 @@ func editText(t *yjs.Text, s string) {
 			t.Insert(e.Index, e.Insert, nil)
 		}
 	}
+	return true
+}
+
+// utf16Len counts the UTF-16 code units of s, the unit of Y.Text indexes
+// (an invalid byte counts one, as U+FFFD).
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += max(utf16.RuneLen(r), 1)
+	}
+	return n
 }
 
 // writeList writes the list projection members that differ.

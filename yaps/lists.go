@@ -184,6 +184,12 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 			out = &w.list
 			return nil
 		}
+		if only := w.e.list; lf.ArchivedAt != nil && only.ArchivedAt == nil {
+			// Archiving alone is never refused by the document limits
+			// (checkLimits), by PATCH as by DELETE.
+			only.ArchivedAt = lf.ArchivedAt
+			w.shrink = !listFieldsChanged(lf, only)
+		}
 		w.edit(func() { writeList(w.doc, lf) }, nil)
 		action := "list.update"
 		switch {

@@ -1,6 +1,7 @@
 package yaps
 
 import (
+	"errors"
 	"strings"
 	"time"
 )
@@ -265,15 +266,54 @@ func ParseTime(field, s string) (time.Time, error) {
 	if strings.ContainsAny(s, "tz") {
 		s = strings.ToUpper(s)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	// Go accepts offsets up to ±24:59; RFC 3339's time-hour ends at 23.
-	if _, off := t.Zone(); err != nil || off <= -24*3600 || off >= 24*3600 {
+	t, err := parseRFC3339(s)
+	if err != nil {
 		return time.Time{}, Errorf(EINVALID, "%s must be an RFC 3339 date-time", field)
 	}
 	if !inTimeRange(t) {
 		return time.Time{}, Errorf(EINVALID, "%s must lie between 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z", field)
 	}
 	return Truncate(t), nil
+}
+
+// parseRFC3339 parses s if it has exactly RFC 3339's date-time shape
+// (upper-case T and Z): Go's parser also takes a comma before the
+// fraction and offsets up to ±24:59 (minute 60 included), which no
+// JavaScript client can read (new Date gives Invalid Date).
+func parseRFC3339(s string) (time.Time, error) {
+	bad := errors.New("not an RFC 3339 date-time")
+	// 2006-01-02T15:04:05 then an optional .fraction, then Z or ±hh:mm.
+	if len(s) < 20 || s[10] != 'T' {
+		return time.Time{}, bad
+	}
+	rest := s[19:]
+	if rest[0] == '.' {
+		i := 1
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		if i == 1 {
+			return time.Time{}, bad
+		}
+		rest = rest[i:]
+	}
+	switch {
+	case rest == "Z":
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+		isDigits(rest[1:3]) && isDigits(rest[4:6]) && rest[1:3] <= "23" && rest[4:6] <= "59":
+	default:
+		return time.Time{}, bad
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // inTimeRange reports whether t, in UTC, has a four-digit year: a time the
