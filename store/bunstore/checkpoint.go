@@ -100,13 +100,35 @@ func (c *checkpointer) checkpoint() {
 	if f := c.afterFirstPass.Load(); f != nil {
 		(*f)()
 	}
-	c.s.writeMu.Lock()
+	// The write lock is only tried for a while, not waited for: a holder
+	// of it may be waiting for a pool connection, and on a host's small
+	// pool ours may be the one it needs (CreateAccount used to, reopening
+	// the writer does). The next commit asks again.
+	if !c.lockWrites(ctx) {
+		return
+	}
 	_, _ = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
 	c.s.writeMu.Unlock()
 	if f := c.afterCheckpoint.Load(); f != nil {
 		(*f)()
 	}
 }
+
+// lockWrites takes the store's write lock if it comes free within
+// checkpointLockWait, reporting whether it did.
+func (c *checkpointer) lockWrites(ctx context.Context) bool {
+	deadline := time.Now().Add(checkpointLockWait)
+	for !c.s.writeMu.TryLock() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// checkpointLockWait bounds how long the checkpointer tries the write lock.
+const checkpointLockWait = 100 * time.Millisecond
 
 func (c *checkpointer) close() {
 	if c == nil {

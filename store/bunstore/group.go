@@ -153,7 +153,9 @@ func (s *Store) runBatch(batch []*writeReq) {
 			return
 		}
 		// Undo this write only. If SQLite already rolled back the whole
-		// transaction (some errors do), everything before fails too.
+		// transaction (some errors do), everything before fails too. The
+		// writer's cache may hold what it read of its own changes.
+		w.cache.clear()
 		_, err1 := w.exec(sqlRollbackTo)
 		var err2 error
 		if err1 == nil {

@@ -419,14 +419,11 @@ func (s *Store) ClaimClients(ctx context.Context, listRef, permissionID string, 
 
 // CreateAccount implements yaps.Store.
 func (s *Store) CreateAccount(ctx context.Context, a *yaps.Account) error {
-	if s.closed.Load() {
-		return errClosed
-	}
-	if !s.pg {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
-	}
-	return s.insertOnce(ctx, nil, "account", s.q.insertAccount, a.ID, ms(a.CreatedAt), nullBytes(a.KeyHash))
+	// Through the writer, not a pool connection taken under the write lock
+	// (which could wait forever for the checkpointer's, on a small pool).
+	return s.writeTx(ctx, func(tx *wtx) error {
+		return s.insertOnce(ctx, tx, "account", s.q.insertAccount, a.ID, ms(a.CreatedAt), nullBytes(a.KeyHash))
+	})
 }
 
 func (s *Store) account(ctx context.Context, query string, arg any) (*yaps.Account, error) {

@@ -20,9 +20,16 @@ import (
 //
 // So the unix VFS's pwrite (replaceable through SQLite's system call table,
 // sqlite3_vfs.xSetSystemCall) is wrapped: a 24-byte write at an offset where
-// a frame header can start is held in memory and reported written, and the
-// write that follows on the same descriptor, the page at the next offset,
-// goes out together with it in one pwrite. Nothing else is delayed or
+// a frame header can start, right where the descriptor's previous write
+// ended (a frame appended after the last), is held in memory and reported
+// written, and the write that follows on the same descriptor, the page at
+// the next offset, goes out together with it in one pwrite. Only appended
+// headers are held: SQLite also rewrites the headers of frames already
+// written (walRewriteChecksums, at COMMIT, when a transaction changed a
+// page it had spilled to the WAL), and no page write follows the last of
+// those, the commit frame's; held, it stayed in memory after COMMIT
+// returned, and a process killed then lost the acknowledged transaction
+// (SQLite store review of 2026-11-22). Nothing else is delayed or
 // reordered:
 //   - SQLite publishes a frame (the WAL index header) only after its page
 //     write returned, so no reader, in this process or another, can look
@@ -67,6 +74,7 @@ var walFrames struct {
 	}
 
 	holding atomic.Int32 // descriptors with a held header: the fast path skips mu
+	tracked atomic.Int32 // descriptors in fds: writes on others skip mu
 	merged  atomic.Int64 // frames written with one pwrite (tests)
 
 	mu  sync.Mutex
@@ -80,6 +88,9 @@ type heldFrame struct {
 	held bool
 	off  int64
 	buf  uintptr // walFrameHeaderSize + maxPageSize bytes
+	// next is where the descriptor's last write ended (-1: unknown). A
+	// header is held only when written there.
+	next int64
 }
 
 // installWALFrameWrites wraps the unix VFS's system calls as described
@@ -173,19 +184,36 @@ func takeHeld(fd int32) *heldFrame {
 	return f
 }
 
+// track starts tracking fd's writes (see hold), if not yet done.
+func track(tls *libc.TLS, fd int32) {
+	walFrames.mu.Lock()
+	defer walFrames.mu.Unlock()
+	if walFrames.fds[fd] != nil {
+		return
+	}
+	if b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize); b != 0 {
+		walFrames.fds[fd] = &heldFrame{buf: b, next: -1}
+		walFrames.tracked.Add(1)
+	}
+}
+
 // hold keeps the frame header at buf, to be written at off on fd with the
-// page that follows. It reports false when there is no memory for it.
+// page that follows, if off is where fd's last write ended (an appended
+// frame). It reports false when it does not hold it: the header is then
+// written at once. The first header-shaped write on a descriptor starts
+// its tracking (and is written at once).
 func hold(tls *libc.TLS, fd int32, buf uintptr, off int64) bool {
 	walFrames.mu.Lock()
 	defer walFrames.mu.Unlock()
 	f := walFrames.fds[fd]
 	if f == nil {
-		b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize)
-		if b == 0 {
-			return false
-		}
-		f = &heldFrame{buf: b}
-		walFrames.fds[fd] = f
+		walFrames.mu.Unlock()
+		track(tls, fd)
+		walFrames.mu.Lock()
+		return false
+	}
+	if off != f.next {
+		return false // a rewrite of a written frame's header: no page follows
 	}
 	libc.Xmemcpy(tls, f.buf, buf, walFrameHeaderSize)
 	f.held, f.off = true, off
@@ -200,7 +228,24 @@ func flushHeld(tls *libc.TLS, fd int32) bool {
 	if f == nil {
 		return true
 	}
-	return writeAll(tls, fd, f.buf, walFrameHeaderSize, f.off)
+	if !writeAll(tls, fd, f.buf, walFrameHeaderSize, f.off) {
+		wrote(fd, -1)
+		return false
+	}
+	wrote(fd, f.off+walFrameHeaderSize)
+	return true
+}
+
+// wrote records that a write on fd ended at end (-1: unknown), for hold.
+func wrote(fd int32, end int64) {
+	if walFrames.tracked.Load() == 0 {
+		return
+	}
+	walFrames.mu.Lock()
+	if f := walFrames.fds[fd]; f != nil {
+		f.next = end
+	}
+	walFrames.mu.Unlock()
 }
 
 func writeAll(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) bool {
@@ -219,20 +264,32 @@ func framePwrite(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int6
 		if off == f.off+walFrameHeaderSize && n <= maxPageSize {
 			libc.Xmemcpy(tls, f.buf+walFrameHeaderSize, buf, n)
 			if !writeAll(tls, fd, f.buf, walFrameHeaderSize+n, f.off) {
+				wrote(fd, -1)
 				return -1
 			}
+			wrote(fd, off+int64(n))
 			walFrames.merged.Add(1)
 			return int64(n)
 		}
 		// Not the frame's page: the header goes out alone first.
 		if !writeAll(tls, fd, f.buf, walFrameHeaderSize, f.off) {
+			wrote(fd, -1)
 			return -1
 		}
 	}
 	if n == walFrameHeaderSize && frameHeaderAt(off) && hold(tls, fd, buf, off) {
 		return walFrameHeaderSize
 	}
-	return walFrames.orig.pwrite(tls, fd, buf, n, off)
+	if off == 0 && n == walHeaderSize {
+		track(tls, fd) // a WAL (re)starts: its first frame follows
+	}
+	r := walFrames.orig.pwrite(tls, fd, buf, n, off)
+	if r == int64(n) {
+		wrote(fd, off+r)
+	} else {
+		wrote(fd, -1)
+	}
+	return r
 }
 
 func framePread(tls *libc.TLS, fd int32, buf uintptr, n uint64, off int64) int64 {
@@ -260,6 +317,7 @@ func frameFtruncate(tls *libc.TLS, fd int32, size int64) int32 {
 	if !flushHeld(tls, fd) {
 		return -1
 	}
+	wrote(fd, -1)
 	return walFrames.orig.ftruncate(tls, fd, size)
 }
 
@@ -269,7 +327,10 @@ func frameClose(tls *libc.TLS, fd int32) int32 {
 	ok := flushHeld(tls, fd)
 	walFrames.mu.Lock()
 	f := walFrames.fds[fd]
-	delete(walFrames.fds, fd)
+	if f != nil {
+		delete(walFrames.fds, fd)
+		walFrames.tracked.Add(-1)
+	}
 	walFrames.mu.Unlock()
 	if f != nil {
 		libc.Xfree(tls, f.buf)

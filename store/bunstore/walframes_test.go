@@ -111,7 +111,9 @@ func TestWALFrameCalls(t *testing.T) {
 	require.Equal(t, header(1), string(libc.GoBytes(buf, walFrameHeaderSize)))
 
 	// ... and before a write elsewhere, which then goes where it was sent.
+	pwrite(page, frame(1)+walFrameHeaderSize)
 	pwrite(header(2), frame(2))
+	require.Len(t, content(), int(frame(2)), "the appended header was written before its page")
 	pwrite("elsewhere", frame(5))
 	require.Equal(t, header(2), content()[frame(2):frame(2)+walFrameHeaderSize])
 	require.Equal(t, "elsewhere", content()[frame(5):])
@@ -120,8 +122,22 @@ func TestWALFrameCalls(t *testing.T) {
 	pwrite(header(3), frame(2)+walFrameHeaderSize)
 	require.Equal(t, header(3), content()[frame(2)+walFrameHeaderSize:frame(2)+2*walFrameHeaderSize])
 
+	// A header rewritten where the last write did not end (SQLite's
+	// checksum rewrite at COMMIT: no page follows) is written at once.
+	pwrite(header(1), frame(1))
+	require.Equal(t, header(1), content()[frame(1):frame(1)+walFrameHeaderSize])
+	walFrames.mu.Lock()
+	held := walFrames.fds[fd].held
+	walFrames.mu.Unlock()
+	require.False(t, held)
+
 	// Closing writes a held header and forgets the descriptor.
+	pwrite(page, frame(3)+walFrameHeaderSize) // the write before ends at frame 4
 	pwrite(header(4), frame(4))
+	walFrames.mu.Lock()
+	held = walFrames.fds[fd].held
+	walFrames.mu.Unlock()
+	require.True(t, held, "an appended header is held")
 	require.Equal(t, int32(0), frameClose(tls, fd))
 	require.Equal(t, header(4), content()[frame(4):frame(4)+walFrameHeaderSize])
 	walFrames.mu.Lock()
