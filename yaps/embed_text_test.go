@@ -15,14 +15,7 @@ import (
 // (core review).
 func TestPatchTextWithEmbed(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.list()
-	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("hello world"), "", nil)
-	require.NoError(t, err)
-	p := newPeer(t, e, a)
-	require.NoError(t, p.send(func(d *yjs.Doc) {
-		text(t, ymap(t, d, y.ID), "content").InsertEmbed(0, map[string]any{"image": "x.png"}, nil)
-	}))
+	e, a, y, p := taskWithEmbed(t)
 	got, err := e.svc.GetYap(e.ctx, a, y.ID)
 	require.NoError(t, err)
 	require.Equal(t, "hello world", got.Content)
@@ -43,14 +36,7 @@ func TestPatchTextWithEmbed(t *testing.T) {
 // document (core review).
 func TestCompensateTextWithEmbed(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.list()
-	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("hello world"), "", nil)
-	require.NoError(t, err)
-	p := newPeer(t, e, a)
-	require.NoError(t, p.send(func(d *yjs.Doc) {
-		text(t, ymap(t, d, y.ID), "content").InsertEmbed(0, map[string]any{"image": "x.png"}, nil)
-	}))
+	e, a, y, p := taskWithEmbed(t)
 	p.sync()
 	require.NoError(t, p.send(func(d *yjs.Doc) {
 		// Y.Text index 6 is after "hello" (the embed counts one): a line
@@ -62,4 +48,19 @@ func TestCompensateTextWithEmbed(t *testing.T) {
 	got, err := e.svc.GetYap(e.ctx, a, y.ID)
 	require.NoError(t, err)
 	require.Equal(t, "hello world", got.Content)
+}
+
+// taskWithEmbed creates a task "hello world" and has a sync peer insert an
+// embed at the start of its content.
+func taskWithEmbed(t *testing.T) (*env, *yaps.Actor, *yaps.Yap, *peer) {
+	t.Helper()
+	e := newEnv(t)
+	a := e.list()
+	y, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("hello world"), "", nil)
+	require.NoError(t, err)
+	p := newPeer(t, e, a)
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		text(t, ymap(t, d, y.ID), "content").InsertEmbed(0, map[string]any{"image": "x.png"}, nil)
+	}))
+	return e, a, y, p
 }

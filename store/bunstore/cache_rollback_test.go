@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -14,30 +13,6 @@ import (
 
 	"github.com/yaps-dev/yaps/yaps"
 )
-
-// gateGroup holds s's SQLite writes in the group-commit queue, as if a
-// batch were running, until release: they then run as one batch.
-func gateGroup(t *testing.T, s *Store) (wait func(n int), release func()) {
-	g := &s.group
-	g.mu.Lock()
-	require.False(t, g.leading)
-	g.leading = true
-	g.mu.Unlock()
-	wait = func(n int) {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			g.mu.Lock()
-			got := len(g.queue)
-			g.mu.Unlock()
-			if got >= n {
-				return
-			}
-			require.False(t, time.Now().After(deadline), "%d writes queued, want %d", got, n)
-			runtime.Gosched()
-		}
-	}
-	return wait, g.handOff
-}
 
 // A write of a batch that fails is rolled back to its savepoint, and what
 // it read of its own changes leaves the writer's permission cache with it:
@@ -55,7 +30,7 @@ func TestCacheClearedOnSavepointRollback(t *testing.T) {
 	require.NoError(t, s.CreateList(ctx, &yaps.List{Ref: "l", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}, owner, []byte("u0"), nil))
 
 	errBoom := errors.New("boom")
-	wait, release := gateGroup(t, s)
+	wait, release := gateQueue(t, &s.group)
 	var wg sync.WaitGroup
 	var errGhost, errRevoke error
 	wg.Go(func() { // creates "ghost", sees it active, then fails

@@ -10,31 +10,34 @@ import (
 // running, until release: they then run as one batch. wait blocks until n
 // writes are queued.
 func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
-	g := &s.prepGroup
-	g.mu.Lock()
-	if g.leading {
-		g.mu.Unlock()
-		t.Fatal("GatePrepared: a batch is running")
+	return gateQueue(t, &s.prepGroup.batchQueue)
+}
+
+// gateQueue is GatePrepared for any batch queue (the SQLite group's too).
+func gateQueue[R queued](t *testing.T, q *batchQueue[R]) (wait func(n int), release func()) {
+	q.mu.Lock()
+	if q.leading {
+		q.mu.Unlock()
+		t.Fatal("gate: a batch is running")
 	}
-	g.leading = true
-	g.mu.Unlock()
+	q.leading = true
+	q.mu.Unlock()
 	wait = func(n int) {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			g.mu.Lock()
-			got := len(g.queue)
-			g.mu.Unlock()
+			q.mu.Lock()
+			got := len(q.queue)
+			q.mu.Unlock()
 			if got >= n {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("GatePrepared: %d writes queued, want %d", got, n)
+				t.Fatalf("gate: %d writes queued, want %d", got, n)
 			}
 			runtime.Gosched()
 		}
 	}
-	release = g.handOff
-	return wait, release
+	return wait, q.handOff
 }
 
 // PreparedPipelines reports how many pipelines of prepared writes s sent.
