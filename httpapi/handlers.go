@@ -230,11 +230,7 @@ func (s *server) listYaps(ctx context.Context, st *reqState, in *refInput) *rawO
 	if out != nil {
 		return out
 	}
-	q, err := st.query()
-	if err != nil {
-		return st.errorOut(err)
-	}
-	limit, cursor, err := parsePage(q)
+	q, limit, cursor, err := st.page()
 	if err != nil {
 		return st.errorOut(err)
 	}
@@ -644,11 +640,7 @@ func (s *server) audit(ctx context.Context, st *reqState, in *refInput) *rawOut 
 	if out != nil {
 		return out
 	}
-	q, err := st.query()
-	if err != nil {
-		return st.errorOut(err)
-	}
-	limit, cursor, err := parsePage(q)
+	_, limit, cursor, err := st.page()
 	if err != nil {
 		return st.errorOut(err)
 	}
@@ -699,11 +691,7 @@ func (s *server) accountLists(ctx context.Context, st *reqState, _ *noInput) *ra
 	if acct == nil {
 		return st.errorOut(yaps.Errorf(yaps.EUNAUTHORIZED, "GET /lists needs an account credential%s", s.accountHint("Authorization: Bearer yak_...")))
 	}
-	q, err := st.query()
-	if err != nil {
-		return st.errorOut(err)
-	}
-	limit, cursor, err := parsePage(q)
+	_, limit, cursor, err := st.page()
 	if err != nil {
 		return st.errorOut(err)
 	}

@@ -336,17 +336,21 @@ func parseLimit(s string) (int, error) {
 	return n, nil
 }
 
-// parsePage reads the paging parameters limit (parseLimit) and cursor (an
-// opaque line of at most 1,024 bytes) of q.
-func parsePage(q url.Values) (limit int, cursor string, err error) {
+// page reads the request's paging parameters, limit (parseLimit) and
+// cursor (an opaque line of at most 1,024 bytes), and returns its query
+// for the others.
+func (st *reqState) page() (q url.Values, limit int, cursor string, err error) {
+	if q, err = st.query(); err != nil {
+		return nil, 0, "", err
+	}
 	if limit, err = parseLimit(q.Get("limit")); err != nil {
-		return 0, "", err
+		return nil, 0, "", err
 	}
 	cursor = q.Get("cursor")
 	if err := checkText("cursor", cursor, lineText); err != nil || len(cursor) > 1024 {
-		return 0, "", errInvalid("invalid cursor")
+		return nil, 0, "", errInvalid("invalid cursor")
 	}
-	return limit, cursor, nil
+	return q, limit, cursor, nil
 }
 
 // parseBool parses a boolean query parameter; "" is false.

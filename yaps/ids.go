@@ -105,49 +105,57 @@ func decodeCursor(kind byte, bind, s string) (string, bool) {
 	return string(body[1:]), true
 }
 
-func encodeYapCursor(ref string, c YapCursor) string {
-	return encodeCursor(yapCursorKind, ref, strconv.FormatInt(c.CreatedAt.UnixMilli(), 10)+"."+c.ID)
+// A position cursor holds a creation time (Unix milliseconds) and the key
+// after it that breaks ties: a yap ID, or a list ref.
+
+func encodePosCursor(kind byte, bind string, at time.Time, key string) string {
+	return encodeCursor(kind, bind, strconv.FormatInt(at.UnixMilli(), 10)+"."+key)
 }
 
-func decodeYapCursor(ref, s string) (*YapCursor, error) {
+// decodePosCursor returns the time and key of s, a position cursor of kind
+// bound to bind whose key passes valid.
+func decodePosCursor(kind byte, bind, s string, valid func(string) bool) (time.Time, string, error) {
 	bad := Errorf(EINVALID, "cursor is not valid")
-	p, ok := decodeCursor(yapCursorKind, ref, s)
+	p, ok := decodeCursor(kind, bind, s)
 	if !ok {
-		return nil, bad
+		return time.Time{}, "", bad
 	}
-	ms, id, ok := strings.Cut(p, ".")
-	if !ok || !ValidYapID(id) {
-		return nil, bad
+	ms, key, ok := strings.Cut(p, ".")
+	if !ok || !valid(key) {
+		return time.Time{}, "", bad
 	}
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil || n < 0 {
-		return nil, bad
+		return time.Time{}, "", bad
 	}
-	return &YapCursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
+	return time.UnixMilli(n).UTC(), key, nil
+}
+
+func encodeYapCursor(ref string, c YapCursor) string {
+	return encodePosCursor(yapCursorKind, ref, c.CreatedAt, c.ID)
+}
+
+func decodeYapCursor(ref, s string) (*YapCursor, error) {
+	at, id, err := decodePosCursor(yapCursorKind, ref, s, ValidYapID)
+	if err != nil {
+		return nil, err
+	}
+	return &YapCursor{CreatedAt: at, ID: id}, nil
 }
 
 // encodeListCursor returns the GET /lists cursor after c. It is bound to
 // the account: another account's cursor is EINVALID, never a position in
 // this account's lists.
 func encodeListCursor(accountID string, c ListCursor) string {
-	return encodeCursor(listCursorKind, accountID, strconv.FormatInt(c.CreatedAt.UnixMilli(), 10)+"."+c.Ref)
+	return encodePosCursor(listCursorKind, accountID, c.CreatedAt, c.Ref)
 }
 
 func decodeListCursor(accountID, s string) (*ListCursor, error) {
-	bad := Errorf(EINVALID, "cursor is not valid")
-	p, ok := decodeCursor(listCursorKind, accountID, s)
-	if !ok {
-		return nil, bad
+	at, ref, err := decodePosCursor(listCursorKind, accountID, s, wellFormedRef)
+	if err != nil {
+		return nil, err
 	}
-	ms, ref, ok := strings.Cut(p, ".")
-	if !ok || !wellFormedRef(ref) {
-		return nil, bad
-	}
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil || n < 0 {
-		return nil, bad
-	}
-	return &ListCursor{CreatedAt: time.UnixMilli(n).UTC(), Ref: ref}, nil
+	return &ListCursor{CreatedAt: at, Ref: ref}, nil
 }
 
 func encodeSeqCursor(ref string, seq int64) string {

@@ -188,13 +188,23 @@ func takeHeld(fd int32) *heldFrame {
 func track(tls *libc.TLS, fd int32) {
 	walFrames.mu.Lock()
 	defer walFrames.mu.Unlock()
-	if walFrames.fds[fd] != nil {
-		return
+	trackLocked(tls, fd)
+}
+
+// trackLocked is track with walFrames.mu held; it returns fd's frame, nil
+// when there is no memory for one.
+func trackLocked(tls *libc.TLS, fd int32) *heldFrame {
+	if f := walFrames.fds[fd]; f != nil {
+		return f
 	}
-	if b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize); b != 0 {
-		walFrames.fds[fd] = &heldFrame{buf: b, next: -1}
-		walFrames.tracked.Add(1)
+	b := libc.Xmalloc(tls, walFrameHeaderSize+maxPageSize)
+	if b == 0 {
+		return nil
 	}
+	f := &heldFrame{buf: b, next: -1}
+	walFrames.fds[fd] = f
+	walFrames.tracked.Add(1)
+	return f
 }
 
 // hold keeps the frame header at buf, to be written at off on fd with the
@@ -205,15 +215,11 @@ func track(tls *libc.TLS, fd int32) {
 func hold(tls *libc.TLS, fd int32, buf uintptr, off int64) bool {
 	walFrames.mu.Lock()
 	defer walFrames.mu.Unlock()
-	f := walFrames.fds[fd]
-	if f == nil {
-		walFrames.mu.Unlock()
-		track(tls, fd)
-		walFrames.mu.Lock()
+	f := trackLocked(tls, fd)
+	if f == nil || off != f.next {
+		// Untracked until now (nothing known of the last write), or a
+		// rewrite of a written frame's header: no page follows.
 		return false
-	}
-	if off != f.next {
-		return false // a rewrite of a written frame's header: no page follows
 	}
 	libc.Xmemcpy(tls, f.buf, buf, walFrameHeaderSize)
 	f.held, f.off = true, off
