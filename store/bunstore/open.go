@@ -134,8 +134,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 func retryBusy(ctx context.Context, fn func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := fn()
-		var se interface{ Code() int }
-		if err == nil || attempt == 100 || !errors.As(err, &se) || se.Code()&0xff != 5 {
+		if c, _ := sqliteCode(err); err == nil || attempt == 100 || c != sqliteBusy {
 			return err
 		}
 		select {

@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/yaps-dev/yaps/yaps"
 )
 
 func notFound(what string) error { return yaps.Errorf(yaps.ENOTFOUND, "%s not found", what) }
 
-// wrap gives a database error context; sql.ErrNoRows becomes ENOTFOUND.
+// wrap gives a database error context; sql.ErrNoRows becomes ENOTFOUND,
+// and a database that is busy or out of capacity EUNAVAILABLE (see
+// temporary).
 func wrap(err error, what string) error {
 	if err == nil {
 		return nil
@@ -26,7 +31,51 @@ func wrap(err error, what string) error {
 	if errors.As(err, &ye) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return fmt.Errorf("bunstore: %s: %w", what, err)
+	err = fmt.Errorf("bunstore: %s: %w", what, err)
+	if temporary(err) {
+		return &yaps.Error{Code: yaps.EUNAVAILABLE, Message: msgBusy, Err: err}
+	}
+	return err
+}
+
+const msgBusy = "the database is busy; try again"
+
+// temporary reports whether err says the database could not do the work
+// now but may shortly, not that the request or the server is wrong: SQLite
+// busy or locked past the busy timeout (another process holds the write
+// lock), or Postgres out of connections or other resources, starting up,
+// a lock or statement timeout a host set, a serialization failure or
+// deadlock, or no connection at all. Clients get 503 (a sync connection
+// closes with CloseOverloaded) instead of 500, which would report a fault.
+func temporary(err error) bool {
+	if c, ok := sqliteCode(err); ok {
+		return c == sqliteBusy || c == sqliteLocked
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case sqlstateLockNotAvailable, "40001", "40P01", "57P03", "57014":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "53") // insufficient resources
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
+}
+
+// SQLite primary result codes (the low byte of an extended code).
+const (
+	sqliteBusy   = 5
+	sqliteLocked = 6
+)
+
+// sqliteCode returns the primary result code of a SQLite error in err.
+func sqliteCode(err error) (int, bool) {
+	var se interface{ Code() int } // modernc.org/sqlite's *Error
+	if !errors.As(err, &se) {
+		return 0, false
+	}
+	return se.Code() & 0xff, true
 }
 
 // insertOnce runs an INSERT ... ON CONFLICT DO NOTHING (or DO UPDATE ...
