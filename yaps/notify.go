@@ -302,6 +302,7 @@ func (s *Service) onNotice(n Notice) {
 		s.auth.suspend(false)
 		for _, ref := range s.docs.watched() {
 			s.refreshLater(ref, refreshWork{full: true})
+			s.emit(Event{Kind: EventResync, ListRef: ref})
 		}
 	case NoticeDoc:
 		s.auth.forget(n.ListRef)

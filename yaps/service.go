@@ -245,4 +245,12 @@ const (
 	// under the list's lock, and is not ordered with the list's other
 	// events. Never emitted for this process's own PublishAwareness calls.
 	EventAwareness
+	// EventResync says notices of other processes may have been missed:
+	// the Notifier listens again after a gap (a NoticeResync). It is
+	// emitted once for every list pinned or watched here, after the list's
+	// catch-up with the store was scheduled, from the notice listener
+	// goroutine. Document updates, revocations and list changes are caught
+	// up by the service; awareness published in the gap is not, so the
+	// sync module asks the other processes for their states again.
+	EventResync
 )

@@ -1,12 +1,17 @@
 package ysync
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // The hijack protection (heldFrom) holds across processes: a viewer
@@ -198,4 +203,98 @@ func TestExpiredRemoteStatesMakeRoom(t *testing.T) {
 	require.Len(t, awarenessMap(t, c.nextOf(MsgAwareness)), 2) // their relay
 	sendAwareness(c, AwarenessEntry{ClientID: 3, Clock: 1, State: `{"u":3}`})
 	require.Equal(t, map[uint64]string{3: `{"u":3}`}, awarenessMap(t, c.nextOf(MsgAwareness)))
+}
+
+// gapBus carries notices between services like store/pgnotify, and can
+// cut one of them off: what is published meanwhile never reaches it, and
+// it gets NoticeLost, then NoticeResync when it listens again.
+type gapBus struct {
+	mu    sync.Mutex
+	peers []*gapNotifier
+}
+
+type gapNotifier struct {
+	bus  *gapBus
+	fn   func(yaps.Notice)
+	down bool
+}
+
+func (b *gapBus) notifier() *gapNotifier {
+	n := &gapNotifier{bus: b}
+	b.mu.Lock()
+	b.peers = append(b.peers, n)
+	b.mu.Unlock()
+	return n
+}
+
+func (n *gapNotifier) Publish(_ context.Context, notice yaps.Notice) error {
+	n.bus.mu.Lock()
+	var to []func(yaps.Notice)
+	for _, p := range n.bus.peers {
+		if p != n && !p.down && p.fn != nil {
+			to = append(to, p.fn)
+		}
+	}
+	n.bus.mu.Unlock()
+	for _, fn := range to {
+		fn(notice)
+	}
+	return nil
+}
+
+func (n *gapNotifier) Listen(ctx context.Context, fn func(yaps.Notice)) error {
+	n.bus.mu.Lock()
+	n.fn = fn
+	n.bus.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// cut stops (true) or resumes (false) deliveries to n, as a LISTEN
+// connection that dropped and came back would.
+func (n *gapNotifier) cut(down bool) {
+	n.bus.mu.Lock()
+	n.down = down
+	fn := n.fn
+	n.bus.mu.Unlock()
+	if down {
+		fn(yaps.Notice{Kind: yaps.NoticeLost})
+	} else {
+		fn(yaps.Notice{Kind: yaps.NoticeResync})
+	}
+}
+
+// Awareness another process published while this one's notices were cut
+// off is asked for again once they resume (EventResync), instead of
+// staying unseen until its clients renew their states, which this raw
+// client never does (y-protocols: every 15 s).
+func TestAwarenessAskedAgainAfterResync(t *testing.T) {
+	t.Parallel()
+	bus := &gapBus{}
+	na, nb := bus.notifier(), bus.notifier()
+	db := filepath.Join(t.TempDir(), "yaps.db")
+	A := startStack(t, Config{}, db, "127.0.0.1:0", func(c *yaps.Config) { c.Notifier = na })
+	B := startStack(t, Config{}, db, "127.0.0.1:0", func(c *yaps.Config) { c.Notifier = nb })
+	require.Eventually(t, func() bool {
+		bus.mu.Lock()
+		defer bus.mu.Unlock()
+		return na.fn != nil && nb.fn != nil
+	}, 5*time.Second, 5*time.Millisecond)
+	ref, owner := A.newList()
+	a1 := A.dial(ref, owner)
+
+	nb.cut(true)
+	// B opens the room and asks who is there, but hears neither A's
+	// answer nor a1's state, which a1 sets only now.
+	b1 := B.dial(ref, owner)
+	const state = `{"user":"a1"}`
+	sendAwareness(a1, AwarenessEntry{ClientID: 11, Clock: 1, State: state})
+	require.Equal(t, state, awarenessMap(t, a1.nextOf(MsgAwareness))[11]) // A took it
+	time.Sleep(100 * time.Millisecond)
+	nb.cut(false)
+
+	deadline := time.Now().Add(3 * time.Second)
+	for awarenessMap(t, b1.nextOf(MsgAwareness))[11] != state { // nextOf fails after 2 s of silence
+		require.True(t, time.Now().Before(deadline), "a1's state, set while B was cut off, never reached B's client")
+	}
 }

@@ -665,6 +665,13 @@ func (s *Server) onEvent(ev yaps.Event) {
 		if rm := s.room(ev.ListRef); rm != nil {
 			rm.recheck()
 		}
+	case yaps.EventResync:
+		// The other processes' awareness may have been missed meanwhile:
+		// ask again, as when the room opened, rather than wait up to 15 s
+		// for their clients to renew their states.
+		if s.room(ev.ListRef) != nil {
+			s.cfg.Broadcaster.PublishAwareness(ev.ListRef, EncodeAwareness(nil))
+		}
 	}
 }
 
