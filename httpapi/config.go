@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/yaps-dev/yaps/yaps"
@@ -20,6 +21,9 @@ const DefaultPrefix = "/api/v1"
 // DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes is
 // zero: 1 MiB (RULINGS R6).
 const DefaultMaxBodyBytes int64 = 1 << 20
+
+// DefaultBodyReadTimeout is Config.BodyReadTimeout when it is zero.
+const DefaultBodyReadTimeout = 30 * time.Second
 
 // AccountResolver resolves the account credential of a request, if any. It
 // returns (nil, nil) when the request carries no account credential and an
@@ -48,6 +52,15 @@ type Config struct {
 	// MaxBodyBytes caps request bodies; a longer body answers 413
 	// payload_too_large. Default: 1 MiB.
 	MaxBodyBytes int64
+
+	// BodyReadTimeout bounds how long a request may take to send its body,
+	// from when the API starts reading it; a body still arriving then
+	// answers 408 request_timeout and the connection is closed. It holds
+	// whatever timeouts the host's http.Server has (ReadHeaderTimeout
+	// covers the headers only), through http.ResponseController, so a
+	// middleware that wraps the ResponseWriter must offer Unwrap for it to
+	// apply. Default: 30 s (1 MiB at about 35 KB/s); negative: no bound.
+	BodyReadTimeout time.Duration
 
 	// TrustedProxies lists the peers (CIDRs such as "10.0.0.0/8", or single
 	// addresses) whose X-Forwarded-For header is believed. The client IP is
@@ -96,6 +109,9 @@ func (c Config) WithDefaults() Config {
 	c.Prefix = yaps.NormalizePrefix(c.Prefix)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.Logger == nil {

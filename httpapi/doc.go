@@ -75,6 +75,7 @@
 //	ECONFLICT      409 conflict
 //	EPRECONDITION  412 precondition_failed
 //	ETOOLARGE      413 payload_too_large
+//	ETIMEOUT       408 request_timeout (the body did not arrive in time)
 //	ERATELIMITED   429 rate_limited (Retry-After header, retryAfter member)
 //	EUNAVAILABLE   503 unavailable
 //	EINTERNAL      500 internal_error (no internals)

@@ -34,6 +34,7 @@ var errorTable = map[string]errorKind{
 	yaps.ECONFLICT:     {http.StatusConflict, "conflict"},
 	yaps.EPRECONDITION: {http.StatusPreconditionFailed, "precondition_failed"},
 	yaps.ETOOLARGE:     {http.StatusRequestEntityTooLarge, "payload_too_large"},
+	yaps.ETIMEOUT:      {http.StatusRequestTimeout, "request_timeout"},
 	yaps.ERATELIMITED:  {http.StatusTooManyRequests, "rate_limited"},
 	yaps.EUNAVAILABLE:  {http.StatusServiceUnavailable, "unavailable"},
 	yaps.EINTERNAL:     {http.StatusInternalServerError, "internal_error"},

@@ -271,9 +271,9 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 	// The error answers each operation can give. Every operation has 400:
 	// a query string that does not decode is 400 even where no parameter is
 	// read (reqState.query); operations that read a body (even one they
-	// want empty) have 413 too.
+	// want empty) have 408 and 413 too.
 	readErrs := []int{400, 401, 404, 429, 500}
-	writeErrs := []int{400, 401, 403, 404, 413, 429, 500}
+	writeErrs := []int{400, 401, 403, 404, 408, 413, 429, 500}
 
 	handle(s, api, d.op(huma.Operation{
 		OperationID: "createList", Method: http.MethodPost, Path: "/lists", Tags: tagLists,
@@ -285,7 +285,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 		RequestBody: d.body(CreateListRequest{}, false),
 		Parameters:  append([]*huma.Param{paramIdempotency}, rollupParams...),
 		Security:    createSec,
-	}, http.StatusCreated, CreatedList{}, 400, 401, 413, 429, 500), s.createList)
+	}, http.StatusCreated, CreatedList{}, 400, 401, 408, 413, 429, 500), s.createList)
 
 	if s.builtin {
 		handle(s, api, d.op(huma.Operation{
@@ -294,7 +294,7 @@ func Register(api huma.API, svc *yaps.Service, cfg Config) {
 			Description: "Creates a built-in account and returns its key (yak_...) once. Send it as Authorization: Bearer on account routes or as X-Account-Key beside a list code. " +
 				"Takes no body: none, null or {}; members are 400.",
 			Security: public,
-		}, http.StatusCreated, CreatedAccount{}, 400, 413, 429, 500), s.createAccount)
+		}, http.StatusCreated, CreatedAccount{}, 400, 408, 413, 429, 500), s.createAccount)
 	}
 
 	handle(s, api, d.op(huma.Operation{

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,8 +20,9 @@ import (
 	"github.com/yaps-dev/yaps/yaps"
 )
 
-// readBody reads the request body, at most cfg.MaxBodyBytes of it. An
-// oversized body is ETOOLARGE (413 payload_too_large).
+// readBody reads the request body, at most cfg.MaxBodyBytes of it, within
+// cfg.BodyReadTimeout. An oversized body is ETOOLARGE (413
+// payload_too_large), a late one ETIMEOUT (408 request_timeout).
 func (st *reqState) readBody() ([]byte, error) {
 	if st.r.Body == nil || st.r.Body == http.NoBody {
 		return nil, nil
@@ -29,11 +31,25 @@ func (st *reqState) readBody() ([]byte, error) {
 	if st.r.ContentLength > max {
 		return nil, yaps.Errorf(yaps.ETOOLARGE, "request body exceeds %d bytes", max)
 	}
+	if t := st.cfg.BodyReadTimeout; t > 0 {
+		// Without it a client that stops sending mid-body holds its
+		// handler and connection for as long as it likes. Lifted after
+		// the read: net/http's read for a closed connection, which runs
+		// while the handler does, would end the request's context.
+		rc := http.NewResponseController(st.w)
+		if rc.SetReadDeadline(time.Now().Add(t)) == nil {
+			defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+		}
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(st.w, st.r.Body, max))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, yaps.Errorf(yaps.ETOOLARGE, "request body exceeds %d bytes", max)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			st.w.Header().Set("Connection", "close") // the rest of the body is still on its way
+			return nil, yaps.Errorf(yaps.ETIMEOUT, "the request body did not arrive within %s", st.cfg.BodyReadTimeout)
 		}
 		return nil, errInvalid("could not read the request body: %v", err)
 	}

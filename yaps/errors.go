@@ -16,6 +16,7 @@ const (
 	ECONFLICT     = "conflict"            // state conflict the client can resolve: 409
 	EPRECONDITION = "precondition_failed" // If-Match no longer matches: 412
 	ETOOLARGE     = "too_large"           // body or document over a size limit: 413
+	ETIMEOUT      = "timeout"             // the client took too long to send its request: 408
 	ERATELIMITED  = "rate_limited"        // 429, with RetryAfter
 	EUNAVAILABLE  = "unavailable"         // capacity refusal (rooms, connections): 503
 	EINTERNAL     = "internal"            // server fault: 500, no internals leaked
