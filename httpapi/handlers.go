@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -366,6 +367,9 @@ func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *raw
 		return out
 	}
 	if out := st.requireWritable(a); out != nil {
+		if rec := s.archivedReplay(ctx, st, a); rec != nil {
+			return st.replayOut(rec)
+		}
 		return out
 	}
 	body, err := st.readBody()
@@ -379,6 +383,18 @@ func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *raw
 	kind := a.List.Kind
 	if kind == "" {
 		kind = yaps.KindTask
+	}
+	// The scope check comes before the body check (RULINGS R3), by the
+	// kind the body names, if it names one.
+	scopeKind := kind
+	if raw, ok := o.m["kind"]; ok {
+		var k string
+		if json.Unmarshal(raw, &k) == nil {
+			scopeKind = yaps.Kind(k)
+		}
+	}
+	if err := s.svc.CheckKindScope(a, scopeKind); err != nil {
+		return st.errorOut(err)
 	}
 	f, err := parseYap(o, kind, true)
 	if err != nil {
@@ -418,8 +434,9 @@ func (s *server) patchYap(ctx context.Context, st *reqState, in *yapInput) *rawO
 	if out := st.requireWritable(a); out != nil {
 		return out
 	}
-	if out := s.agentScope(ctx, st, a, in.YapID); out != nil {
-		return out
+	deleted, err := s.svc.CheckYapScope(ctx, a, in.YapID)
+	if err != nil {
+		return st.errorOut(err)
 	}
 	body, err := st.readBody()
 	if err != nil {
@@ -427,7 +444,13 @@ func (s *server) patchYap(ctx context.Context, st *reqState, in *yapInput) *rawO
 	}
 	o, err := decodeObject(body, true)
 	if err != nil {
+		if deleted {
+			err = errYapNotFound // not a restore (RULINGS R3: 404 before the body check)
+		}
 		return st.errorOut(err)
+	}
+	if raw, ok := o.m["deletedAt"]; deleted && (!ok || !isNull(raw)) {
+		return st.errorOut(errYapNotFound)
 	}
 	f, err := parseYap(o, "", false)
 	if err != nil {
@@ -442,14 +465,28 @@ func (s *server) patchYap(ctx context.Context, st *reqState, in *yapInput) *rawO
 	return out
 }
 
-// agentScope answers 403 before the body is read when an agent code's
-// scope does not reach the yap's kind, deleted or not (the scope check
-// comes before the body check, RULINGS R3).
-func (s *server) agentScope(ctx context.Context, st *reqState, a *yaps.Actor, id string) *rawOut {
-	if err := s.svc.CheckYapScope(ctx, a, id); err != nil {
-		return st.errorOut(err)
+// errYapNotFound is what a write to a soft-deleted yap that is not a
+// restore answers, as the service does.
+var errYapNotFound = yaps.Errorf(yaps.ENOTFOUND, "yap not found")
+
+// archivedReplay returns the first answer to a yap create the list took
+// before it was archived, when the request is a retry of it (same
+// Idempotency-Key and body, RULINGS R6), or nil: the request is then
+// refused as archived, before its body is judged.
+func (s *server) archivedReplay(ctx context.Context, st *reqState, a *yaps.Actor) *yaps.IdempotencyRecord {
+	key, err := st.idempotencyKey()
+	if err != nil || key == "" {
+		return nil
 	}
-	return nil
+	body, err := st.readBody()
+	if err != nil {
+		return nil
+	}
+	rec, err := s.svc.CreateYapReplay(ctx, a, key, bodyHash(body))
+	if err != nil {
+		return nil
+	}
+	return rec
 }
 
 func (s *server) deleteYap(ctx context.Context, st *reqState, in *yapInput) *rawOut {

@@ -66,20 +66,49 @@ func (s *Service) GetYap(ctx context.Context, a *Actor, id string) (*Yap, error)
 }
 
 // CheckYapScope answers, before the body of a write to yap id is read,
-// whether a's role and scope let it write that yap, by the yap's kind,
-// soft-deleted yaps included (RULINGS R3: the scope check comes before the
-// body check): EFORBIDDEN when not; nil when it may, or when the yap is
-// unknown (the write itself then answers 404). Only agent codes read the
-// yap: the other roles write every kind or none.
-func (s *Service) CheckYapScope(ctx context.Context, a *Actor, id string) error {
-	if err := a.can(opWriteYap, ""); err != nil || a.Permission.Role != RoleAgent {
-		return err
+// what RULINGS R3 checks before the body: whether a's role lets it write
+// yaps (EFORBIDDEN), whether the yap exists (ENOTFOUND; soft-deleted yaps
+// exist, and deleted reports them, whose writes other than a restore are
+// 404 too), and whether an agent's scope reaches the yap's kind
+// (EFORBIDDEN). The write checks all of it again.
+func (s *Service) CheckYapScope(ctx context.Context, a *Actor, id string) (deleted bool, err error) {
+	if err := a.can(opWriteYap, ""); err != nil {
+		return false, err
 	}
 	y, err := s.cfg.Store.Yap(ctx, a.List.Ref, id)
-	if err != nil {
-		return nil
+	if IsCode(err, ENOTFOUND) {
+		return false, Errorf(ENOTFOUND, "yap not found")
 	}
-	return a.can(opWriteYap, y.Kind)
+	if err != nil {
+		return false, nil // the write reports it
+	}
+	return y.DeletedAt != nil, a.can(opWriteYap, y.Kind)
+}
+
+// CheckKindScope answers, before a new yap's body is judged, whether a's
+// role and scope let it create a yap of kind (RULINGS R3: the scope check
+// comes before the body check): EFORBIDDEN when not. An unknown kind is
+// left to the body check.
+func (s *Service) CheckKindScope(a *Actor, kind Kind) error {
+	if _, err := ParseKind(string(kind), false); err != nil {
+		return a.can(opWriteYap, "")
+	}
+	return a.can(opWriteYap, kind)
+}
+
+// CreateYapReplay returns the first answer to a yap create that carried
+// idemKey and a request of hash requestHash, or nil when there is none
+// (RULINGS R6). It lets a retry be answered where a new create would be
+// refused before its body is judged: a list archived since the first
+// request took the yap.
+func (s *Service) CreateYapReplay(ctx context.Context, a *Actor, idemKey string, requestHash []byte) (*IdempotencyRecord, error) {
+	if err := a.can(opWriteYap, ""); err != nil {
+		return nil, err
+	}
+	if idemKey == "" {
+		return nil, nil
+	}
+	return s.replay(ctx, yapScope(a.List.Ref), idemKey, requestHash)
 }
 
 // CanWrite reports whether the actor may write the list document over sync:
