@@ -146,22 +146,28 @@ type Config struct {
 	// below. Default: 10; negative switches the limit off.
 	RefusedWritesPerMinute int
 
-	// MaxAwarenessEntries caps the entries in one awareness message.
-	// Default: 100.
+	// MaxAwarenessEntries caps the entries in one awareness message; a
+	// message with more is malformed (4400). It must be at least
+	// MaxAwarenessStates: a y-websocket client sends back every state it
+	// applies, so a joiner's first awareness message holds all of the
+	// room's states, and a lower cap would close every joiner of a busy
+	// room for good. Default: MaxAwarenessStates + MaxAwarenessIDsPerConn.
 	MaxAwarenessEntries int
 	// MaxAwarenessStateBytes caps one client's awareness state JSON.
 	// Default: 64 KiB.
 	MaxAwarenessStateBytes int
-	// MaxAwarenessStates caps the awareness states one room keeps; a
-	// message that would exceed it closes the sender (4400). Default: 4,096.
+	// MaxAwarenessStates caps the awareness states one room keeps; states
+	// past it are dropped. Default: 4,096.
 	MaxAwarenessStates int
 	// MaxAwarenessRoomBytes caps the total size of the awareness states
 	// (their JSON) one room keeps. Every joiner is sent the whole table in
 	// one frame, so this also bounds that frame. A client's awareness
 	// message that would take the room past it is refused like an
 	// oversized state (close 4400 "bad awareness update"); states relayed
-	// from other processes past it are dropped. Must be at least
-	// MaxAwarenessStateBytes. Default: 1 MiB.
+	// from other processes past it are dropped. The same holds for a room
+	// whose states, sent back by a client as one awareness message, would
+	// not fit in MaxMessageSize (19 bytes per state beside its JSON). Must
+	// be at least MaxAwarenessStateBytes. Default: 1 MiB.
 	MaxAwarenessRoomBytes int
 	// MaxAwarenessIDsPerConn caps the awareness client IDs one connection
 	// may control (one per Y.Doc it syncs, normally one). Default: 32.
@@ -259,11 +265,11 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.MessageBurst, 2_000)
 	def(&c.RefusedWritesPerMinute, 10)
-	def(&c.MaxAwarenessEntries, 100)
 	def(&c.MaxAwarenessStateBytes, 64<<10)
 	def(&c.MaxAwarenessStates, 4_096)
 	def(&c.MaxAwarenessRoomBytes, 1<<20)
 	def(&c.MaxAwarenessIDsPerConn, 32)
+	def(&c.MaxAwarenessEntries, c.MaxAwarenessStates+c.MaxAwarenessIDsPerConn)
 	defDur(&c.AwarenessTimeout, 30*time.Second)
 	defDur(&c.CloseTimeout, time.Second)
 	defDur(&c.OpTimeout, 15*time.Second)
@@ -310,6 +316,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: MessageBurst must be positive")
 	case c.MaxAwarenessEntries < 1, c.MaxAwarenessStateBytes < 16, c.MaxAwarenessStates < 1, c.MaxAwarenessIDsPerConn < 1:
 		return fmt.Errorf("ysync: awareness limits must be positive")
+	case c.MaxAwarenessEntries < c.MaxAwarenessStates:
+		return fmt.Errorf("ysync: MaxAwarenessEntries (%d) is below MaxAwarenessStates (%d): a client's first awareness message sends back every state of the room", c.MaxAwarenessEntries, c.MaxAwarenessStates)
 	case c.MaxAwarenessRoomBytes < c.MaxAwarenessStateBytes:
 		return fmt.Errorf("ysync: MaxAwarenessRoomBytes (%d) is below MaxAwarenessStateBytes (%d)", c.MaxAwarenessRoomBytes, c.MaxAwarenessStateBytes)
 	}

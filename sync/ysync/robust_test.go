@@ -301,3 +301,30 @@ func TestUnarchiveResyncs(t *testing.T) {
 		return y != nil && y["content"] == "eggs!"
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// A client sends back every awareness state it applies, so a joiner's first
+// awareness message holds the room's whole table: the room keeps no more
+// than fits in one message of MaxMessageSize. Before, the room took states
+// up to MaxAwarenessRoomBytes (1 MiB, as large as a message), and every
+// joiner's echo of a full room was over the read limit (sync review).
+func TestAwarenessRoomFitsOneMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxMessageSize: 2048})
+	a := e.dial(t, "L1", "viewer")
+	for id := uint64(1); id <= 3; id++ {
+		a.write(awarenessOf(id, 1, 600))
+		a.nextOf(MsgAwareness)
+	}
+
+	b := e.dial(t, "L1", "viewer")
+	table := b.nextOf(MsgAwareness)
+	require.Len(t, awarenessMap(t, table), 3)
+	b.write(AppendAwareness(nil, table.Payload)) // what y-websocket sends back
+	b.write(AppendQueryAwareness(nil))
+	require.Len(t, awarenessMap(t, b.nextOf(MsgAwareness)), 3, "the joiner's echo was refused")
+
+	a.write(awarenessOf(4, 1, 600)) // 4 × 600 bytes cannot be sent back in 2 KiB
+	require.Equal(t, CloseBadMessage, a.closed())
+	b.write(AppendQueryAwareness(nil))
+	require.Len(t, awarenessMap(t, b.nextOf(MsgAwareness)), 3, "nothing of the refused message applied")
+}

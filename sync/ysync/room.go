@@ -268,7 +268,7 @@ func (r *room) applyAwareness(from *conn, perm string, payload []byte) error {
 	}
 	now := time.Now()
 	r.mu.Lock()
-	if from != nil && r.awBytes+r.growthLocked(from, perm, entries, now) > r.s.cfg.MaxAwarenessRoomBytes {
+	if grow, live := r.growthLocked(from, perm, entries, now); from != nil && !r.fitsLocked(r.awBytes+grow, r.live+live) {
 		// Refused whole, like a state over MaxAwarenessStateBytes.
 		r.mu.Unlock()
 		return ErrMalformed
@@ -318,7 +318,11 @@ func (r *room) applyAwareness(from *conn, perm string, payload []byte) error {
 		if st != nil {
 			cur0 = len(st.state)
 		}
-		if r.awBytes-cur0+len(e.State) > r.s.cfg.MaxAwarenessRoomBytes {
+		live := r.live
+		if cur0 == 0 {
+			live++ // a new or removed client becomes present
+		}
+		if !r.fitsLocked(r.awBytes-cur0+len(e.State), live) {
 			if from != nil {
 				overLimit = true // the message frees room only after this entry
 				break
@@ -460,11 +464,11 @@ func (st *awState) takes(from *conn, perm string, e AwarenessEntry, now time.Tim
 }
 
 // growthLocked returns at most how many bytes applying entries from a
-// connection would add to the awareness table: each accepted state counts
-// in full, and the state it replaces is credited once per client. IDs
-// repeated within one message can only make it overestimate.
-func (r *room) growthLocked(from *conn, perm string, entries []AwarenessEntry, now time.Time) int {
-	grow := 0
+// connection would add to the awareness table, and how many more clients
+// would be present: each accepted state counts in full, and the state it
+// replaces is credited once per client. IDs repeated within one message
+// can only make it overestimate.
+func (r *room) growthLocked(from *conn, perm string, entries []AwarenessEntry, now time.Time) (grow, live int) {
 	for i, e := range entries {
 		st := r.aw[e.ClientID]
 		if !st.takes(from, perm, e, now) {
@@ -472,12 +476,31 @@ func (r *room) growthLocked(from *conn, perm string, entries []AwarenessEntry, n
 		}
 		if !e.Removed() {
 			grow += len(e.State)
+			if st == nil || st.state == "" {
+				live++
+			}
 		}
 		if st != nil && st.state != "" && !slices.ContainsFunc(entries[:i], func(p AwarenessEntry) bool { return p.ClientID == e.ClientID }) {
 			grow -= len(st.state)
 		}
 	}
-	return grow
+	return grow, live
+}
+
+// maxAwarenessEntryOverhead bounds the bytes an awareness entry takes
+// beside its state: a client ID and a clock below 2^53 (8 bytes each as
+// varUints) and the state's length (3 bytes up to 2 MiB).
+const maxAwarenessEntryOverhead = 19
+
+// fitsLocked reports whether the room may hold bytes of state JSON in live
+// states: within MaxAwarenessRoomBytes, and as one awareness message
+// within MaxMessageSize. A y-websocket client sends back every state it
+// applies, so a joiner's first awareness message holds the room's whole
+// table; one over MaxMessageSize would close every joiner (1009) and the
+// reconnect would fail the same way.
+func (r *room) fitsLocked(bytes, live int) bool {
+	return bytes <= r.s.cfg.MaxAwarenessRoomBytes &&
+		int64(bytes+maxAwarenessEntryOverhead*live+16) <= r.s.cfg.MaxMessageSize
 }
 
 // trimLocked forgets removed awareness clients once the table is large, so
