@@ -316,6 +316,22 @@ func jsonable(v any) any {
 	return v
 }
 
+// The lib0 Any tags of null and undefined.
+const (
+	anyTagNull      = 126
+	anyTagUndefined = 127
+)
+
+// notUndefined refuses the JSON text "undefined" where Yjs JSON.parses the
+// content (an embed, a format value), which throws on it; only ContentJSON
+// reads it as undefined.
+func notUndefined(raw []byte) error {
+	if string(raw) == "undefined" {
+		return fmt.Errorf("%w: undefined is not JSON", ErrMalformed)
+	}
+	return nil
+}
+
 func parseJSON(b []byte) (any, error) {
 	if string(b) == "undefined" {
 		return Undefined, nil
@@ -375,6 +391,9 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 		if err != nil {
 			return content{}, 0, err
 		}
+		if err := notUndefined(raw); err != nil {
+			return content{}, 0, err
+		}
 		return content{kind: kindEmbed, ext: &contentExt{val: v, rawJSON: raw}}, 1, nil
 	case kindFormat:
 		key, err := d.readVarString()
@@ -383,6 +402,9 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 		}
 		raw, v, err := d.readJSON()
 		if err != nil {
+			return content{}, 0, err
+		}
+		if err := notUndefined(raw); err != nil {
 			return content{}, 0, err
 		}
 		return content{kind: kindFormat, ext: &contentExt{key: key, val: v, rawJSON: raw}}, 1, nil
@@ -426,6 +448,10 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 			return content{}, 0, err
 		}
 		raw := d.own(d.buf[start:d.pos])
+		if raw[0] == anyTagNull || raw[0] == anyTagUndefined {
+			// Yjs reads opts.shouldLoad and throws.
+			return content{}, 0, fmt.Errorf("%w: subdocument options are null or undefined", ErrMalformed)
+		}
 		return content{kind: kindDoc, ext: &contentExt{key: guid, val: opts, rawJSON: raw}}, 1, nil
 	}
 	return content{}, 0, fmt.Errorf("%w: unknown content ref %d", ErrMalformed, kind)
@@ -463,8 +489,13 @@ func (c *content) lastValue() any {
 	case kindAny, kindJSON:
 		return c.ext.vals[len(c.ext.vals)-1]
 	case kindString:
-		// a map value stored as a string item shows its last code unit
+		// A map value stored as a string item shows its last UTF-16 code
+		// unit: of a character outside the BMP, a lone low surrogate,
+		// which Go strings hold as U+FFFD (as the list path does).
 		r, _ := utf8.DecodeLastRune(c.str)
+		if r > 0xFFFF {
+			r = utf8.RuneError
+		}
 		return string(r)
 	}
 	v := c.values()

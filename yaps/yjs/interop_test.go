@@ -1316,6 +1316,14 @@ func yjsUnreadable(t testing.TB) map[string][]byte {
 		"delete set client above 2^53": concat([]byte{0, 1}, uvarint(tooBig), []byte{1, 0, 1}),
 		// a zero-length delete range makes Yjs throw "Unexpected case"
 		"zero-length delete range": {0, 1, 5, 1, 0, 0},
+		// JSON.parse("undefined") throws: only ContentJSON reads it
+		// (yjs review). Client 1, root "t": an embed, a format mark "b".
+		"embed undefined":  {1, 1, 1, 0, 5, 1, 1, 't', 9, 'u', 'n', 'd', 'e', 'f', 'i', 'n', 'e', 'd', 0},
+		"format undefined": {1, 1, 1, 0, 6, 1, 1, 't', 1, 'b', 9, 'u', 'n', 'd', 'e', 'f', 'i', 'n', 'e', 'd', 0},
+		// a subdocument whose opts are null or undefined: Yjs reads
+		// opts.shouldLoad and throws (root "a", guid "g")
+		"subdoc opts null":      {1, 1, 1, 0, 9, 1, 1, 'a', 1, 'g', 126, 0},
+		"subdoc opts undefined": {1, 1, 1, 0, 9, 1, 1, 'a', 1, 'g', 127, 0},
 	}
 }
 
@@ -1454,4 +1462,19 @@ func TestInteropMutatedUpdates(t *testing.T) {
 	if t.Failed() {
 		t.Logf("disagreements by kind: %v", counts)
 	}
+}
+
+// A map entry whose content is a string shows its last UTF-16 code unit
+// (Yjs: str.split(”)[last]): of "😀" the lone low surrogate, which Go
+// holds as U+FFFD; it showed the whole character (yjs review).
+func TestMapStringEntryLastCodeUnit(t *testing.T) {
+	t.Parallel()
+	// client 1, root map "t", key "k", ContentString "😀", no deletes
+	u := []byte{1, 1, 1, 0, 0x24, 1, 1, 't', 1, 'k', 4, 0xf0, 0x9f, 0x98, 0x80, 0}
+	d := yjs.NewDoc()
+	require.NoError(t, d.ApplyUpdate(u, nil))
+	v, _ := d.GetMap("t").Get("k")
+	require.Equal(t, "\uFFFD", v)
+	// ToJSON shows the same value.
+	require.Equal(t, "\uFFFD", d.GetMap("t").ToJSON()["k"])
 }
