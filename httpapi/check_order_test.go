@@ -17,7 +17,7 @@ import (
 func TestScopeAndExistenceBeforeBody(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, backends()[0], envOptions{})
-	ref, owner := e.newList(nil) // a task list
+	ref, owner := e.newList(nil)                    // a task list
 	_, agent := e.issue(ref, owner, yaps.RoleAgent) // tasks:write
 	for _, body := range []any{
 		map[string]any{"kind": "note", "body": "x"},

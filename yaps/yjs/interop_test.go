@@ -1465,7 +1465,7 @@ func TestInteropMutatedUpdates(t *testing.T) {
 }
 
 // A map entry whose content is a string shows its last UTF-16 code unit
-// (Yjs: str.split(”)[last]): of "😀" the lone low surrogate, which Go
+// (Yjs splits the string into code units): of "😀" the lone low surrogate, which Go
 // holds as U+FFFD; it showed the whole character (yjs review).
 func TestMapStringEntryLastCodeUnit(t *testing.T) {
 	t.Parallel()
