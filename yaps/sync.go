@@ -2,6 +2,7 @@ package yaps
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
@@ -254,6 +255,15 @@ func checkClientWrite(a *Actor) error {
 var errDependsOnMissing = Errorf(EFORBIDDEN, msgDependsOnMissing)
 
 const msgDependsOnMissing = "the update depends on changes the server does not have; sync again"
+
+// DependsOnMissing reports whether err refused a sync update because it
+// builds on changes the document does not have (see ApplyUpdate): nothing
+// of it was applied, and the client's next sync step 2 carries it with
+// what it depends on.
+func DependsOnMissing(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == EFORBIDDEN && e.Message == msgDependsOnMissing
+}
 
 // errForeignClient refuses an update that adds structs under a client ID
 // another code owns (clients.go); nothing of it was applied.

@@ -794,11 +794,26 @@ func (r *room) apply(batch []queuedUpdate) {
 	}
 	var heldOrder []*conn
 	var holds map[*conn]*holding // made when needed
+	var resync []*conn
 	for i, err := range errs {
 		c := ups[i].Origin.(*conn)
 		var ye *yaps.Error
 		switch {
 		case err == nil:
+		case yaps.DependsOnMissing(err):
+			// It builds on changes this server does not have. A client can
+			// hold some it never sent here: y-websocket shares a tab's
+			// changes with the browser's other tabs over a
+			// BroadcastChannel, and a tab does not forward what it got
+			// that way (while the first tab's own are held, or its socket
+			// is down). Ask it for all the server lacks, as on connect:
+			// its step 2 brings the refused change and what it depends on.
+			// Before, the change was dropped until the client reconnected.
+			if !c.allowRefusal() {
+				c.closeWith(CloseRateLimited, "rate limited: too many refused writes")
+			} else if !slices.Contains(resync, c) {
+				resync = append(resync, c)
+			}
 		case errors.As(err, &ye) && ye.Code == yaps.ERATELIMITED:
 			// The sender's yap-mutation budget is spent: kept, not refused.
 			h := holds[c]
@@ -822,6 +837,17 @@ func (r *room) apply(batch []queuedUpdate) {
 			}
 		default:
 			c.closeForError(err)
+		}
+	}
+	if len(resync) > 0 {
+		ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
+		sv, err := r.s.svc.StateVector(ctx, r.ref)
+		cancel()
+		if err == nil {
+			step1 := AppendSyncStep1(make([]byte, 0, len(sv)+4), sv)
+			for _, c := range resync {
+				c.send(step1)
+			}
 		}
 	}
 	for _, c := range heldOrder {
@@ -880,6 +906,10 @@ func (c *conn) hold(updates [][]byte, slots int, wait time.Duration) bool {
 	c.s.unfinished.forceTake(c.ipKey, behind)
 	c.heldBytes += behind
 	c.heldBase = c.heldBytes
+	// A read loop waiting in queue for room goes on: what it reads now
+	// goes behind the held updates (holdMore). Left waiting, it read
+	// nothing (no pongs, no close) until the hold ended.
+	c.applyCond.Broadcast()
 	c.s.bg.Add(1) // the apply loop holds one: Close has not begun to wait
 	go func() {
 		defer c.s.bg.Done()
