@@ -3,6 +3,7 @@ package bunstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,15 +23,7 @@ func TestBusyDatabaseUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "host.db")
-	sqldb, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(50)&_txlock=immediate")
-	require.NoError(t, err)
-	defer sqldb.Close()
-	s, err := New(bun.NewDB(sqldb, sqlitedialect.New()))
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
-	defer s.Close()
-	now := time.Now()
-	require.NoError(t, s.CreateList(ctx, &yaps.List{Ref: "l", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}, nil, []byte("u0"), nil))
+	s := hostStore(t, path, 50, 0)
 
 	// Another process's writer, as far as SQLite can tell.
 	other, err := sql.Open("sqlite", "file:"+path)
@@ -42,22 +35,16 @@ func TestBusyDatabaseUnavailable(t *testing.T) {
 	_, err = hold.ExecContext(ctx, "BEGIN IMMEDIATE")
 	require.NoError(t, err)
 
-	err = s.Update(ctx, "l", func(tx yaps.Tx) error {
-		_, err := tx.AppendUpdate([]byte("u1"))
-		return err
-	})
+	err = appendUpdate(ctx, s, "l", "u1")
 	require.Error(t, err)
 	require.Equal(t, yaps.EUNAVAILABLE, yaps.ErrorCode(err), "%v", err)
 	require.Equal(t, msgBusy, yaps.ErrorMessage(err))
-	err = s.CreateAccount(ctx, &yaps.Account{ID: "a1", CreatedAt: now})
+	err = s.CreateAccount(ctx, &yaps.Account{ID: "a1", CreatedAt: time.Now()})
 	require.Equal(t, yaps.EUNAVAILABLE, yaps.ErrorCode(err), "%v", err)
 
 	_, err = hold.ExecContext(ctx, "ROLLBACK")
 	require.NoError(t, err)
-	require.NoError(t, s.Update(ctx, "l", func(tx yaps.Tx) error { // and it recovers
-		_, err := tx.AppendUpdate([]byte("u1"))
-		return err
-	}))
+	require.NoError(t, appendUpdate(ctx, s, "l", "u1")) // and it recovers
 	log, err := s.Doc(ctx, "l", 0)
 	require.NoError(t, err)
 	require.Len(t, log.Updates, 2)
@@ -84,15 +71,36 @@ func TestLockTimeoutUnavailablePostgres(t *testing.T) {
 	_, err = tx.ExecContext(ctx, "SELECT 1 FROM lists WHERE ref = 'l' FOR UPDATE")
 	require.NoError(t, err)
 
-	err = s.Update(ctx, "l", func(tx yaps.Tx) error {
-		_, err := tx.AppendUpdate([]byte("u1"))
-		return err
-	})
+	err = appendUpdate(ctx, s, "l", "u1")
 	require.Error(t, err)
 	require.Equal(t, yaps.EUNAVAILABLE, yaps.ErrorCode(err), "%v", err)
 	require.NoError(t, tx.Rollback())
-	require.NoError(t, s.Update(ctx, "l", func(tx yaps.Tx) error {
-		_, err := tx.AppendUpdate([]byte("u1"))
+	require.NoError(t, appendUpdate(ctx, s, "l", "u1"))
+}
+
+// hostStore is a store on a host's own SQLite database at path (New, then
+// Migrate), with the given busy timeout in milliseconds and at most
+// maxConns connections (0: no bound), holding list "l" with one update.
+func hostStore(t *testing.T, path string, busyMS, maxConns int) *Store {
+	t.Helper()
+	ctx := context.Background()
+	sqldb, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=journal_mode(WAL)&_pragma=busy_timeout(%d)&_txlock=immediate", path, busyMS))
+	require.NoError(t, err)
+	t.Cleanup(func() { sqldb.Close() })
+	sqldb.SetMaxOpenConns(maxConns)
+	s, err := New(bun.NewDB(sqldb, sqlitedialect.New()))
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	t.Cleanup(func() { s.Close() })
+	now := time.Now()
+	require.NoError(t, s.CreateList(ctx, &yaps.List{Ref: "l", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}, nil, []byte("u0"), nil))
+	return s
+}
+
+// appendUpdate appends update to the log of list ref in a write of its own.
+func appendUpdate(ctx context.Context, s *Store, ref, update string) error {
+	return s.Update(ctx, ref, func(tx yaps.Tx) error {
+		_, err := tx.AppendUpdate([]byte(update))
 		return err
-	}))
+	})
 }

@@ -2,15 +2,12 @@ package bunstore
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/sqlitedialect"
 
 	"github.com/yaps-dev/yaps/yaps"
 )
@@ -23,17 +20,8 @@ import (
 func TestCheckpointerSmallHostPool(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "host.db")
-	sqldb, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
-	require.NoError(t, err)
-	defer sqldb.Close()
-	sqldb.SetMaxOpenConns(2)
-	s, err := New(bun.NewDB(sqldb, sqlitedialect.New()))
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
-	defer s.Close()
+	s := hostStore(t, filepath.Join(t.TempDir(), "host.db"), 10000, 2)
 	now := time.Now()
-	require.NoError(t, s.CreateList(ctx, &yaps.List{Ref: "l", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}, nil, []byte("u0"), nil))
 
 	var once sync.Once
 	accountErr := make(chan error, 1)
@@ -52,10 +40,7 @@ func TestCheckpointerSmallHostPool(t *testing.T) {
 		})
 	}
 	c.afterFirstPass.Store(&hook)
-	require.NoError(t, s.Update(ctx, "l", func(tx yaps.Tx) error { // kicks the checkpointer
-		_, err := tx.AppendUpdate([]byte("u1"))
-		return err
-	}))
+	require.NoError(t, appendUpdate(ctx, s, "l", "u1")) // kicks the checkpointer
 	select {
 	case err := <-accountErr:
 		require.NoError(t, err, "CreateAccount")
