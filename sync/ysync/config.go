@@ -166,7 +166,7 @@ type Config struct {
 	// oversized state (close 4400 "bad awareness update"); states relayed
 	// from other processes past it are dropped. The same holds for a room
 	// whose states, sent back by a client as one awareness message, would
-	// not fit in MaxMessageSize (19 bytes per state beside its JSON). Must
+	// not fit in MaxMessageSize (25 bytes per state beside its JSON). Must
 	// be at least MaxAwarenessStateBytes. Default: 1 MiB.
 	MaxAwarenessRoomBytes int
 	// MaxAwarenessIDsPerConn caps the awareness client IDs one connection

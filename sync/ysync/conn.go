@@ -840,14 +840,9 @@ func (r *room) apply(batch []queuedUpdate) {
 		}
 	}
 	if len(resync) > 0 {
-		ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
-		sv, err := r.s.svc.StateVector(ctx, r.ref)
-		cancel()
-		if err == nil {
-			step1 := AppendSyncStep1(make([]byte, 0, len(sv)+4), sv)
-			for _, c := range resync {
-				c.send(step1)
-			}
+		stateVector := r.stateVectorOnce()
+		for _, c := range resync {
+			c.resync(stateVector)
 		}
 	}
 	for _, c := range heldOrder {

@@ -487,11 +487,6 @@ func (r *room) growthLocked(from *conn, perm string, entries []AwarenessEntry, n
 	return grow, live
 }
 
-// maxAwarenessEntryOverhead bounds the bytes an awareness entry takes
-// beside its state: a client ID and a clock below 2^53 (8 bytes each as
-// varUints) and the state's length (3 bytes up to 2 MiB).
-const maxAwarenessEntryOverhead = 19
-
 // fitsLocked reports whether the room may hold bytes of state JSON in live
 // states: within MaxAwarenessRoomBytes, and as one awareness message
 // within MaxMessageSize. A y-websocket client sends back every state it
@@ -500,7 +495,7 @@ const maxAwarenessEntryOverhead = 19
 // reconnect would fail the same way.
 func (r *room) fitsLocked(bytes, live int) bool {
 	return bytes <= r.s.cfg.MaxAwarenessRoomBytes &&
-		int64(bytes+maxAwarenessEntryOverhead*live+16) <= r.s.cfg.MaxMessageSize
+		int64(bytes+awarenessEntryOverhead*live+16) <= r.s.cfg.MaxMessageSize
 }
 
 // trimLocked forgets removed awareness clients once the table is large, so
@@ -569,9 +564,13 @@ func (r *room) awarenessFrameLocked() []byte {
 // and be lost whole. A single state larger than this goes alone.
 const awarenessChunk = 4096
 
-// awarenessEntrySize bounds the encoded size of e: two varints of at most
-// 10 bytes and a string with its length.
-func awarenessEntrySize(e AwarenessEntry) int { return 25 + len(e.State) }
+// awarenessEntryOverhead bounds the bytes an encoded awareness entry takes
+// beside its state: two varUints of at most 10 bytes (the client ID and
+// the clock) and the state's length.
+const awarenessEntryOverhead = 25
+
+// awarenessEntrySize bounds the encoded size of e.
+func awarenessEntrySize(e AwarenessEntry) int { return awarenessEntryOverhead + len(e.State) }
 
 // localAwareness returns the states set by this process's connections as
 // awareness notices for the other processes (publishAwareness), one run of
@@ -650,14 +649,21 @@ func (r *room) recheck() {
 	}()
 }
 
-func (r *room) recheckOnce() {
-	// Connections made writable again all get our step 1, with one state
-	// vector read for all of them.
-	stateVector := sync.OnceValues(func() ([]byte, error) {
+// stateVectorOnce returns a function that reads the room's state vector
+// the first time it is called, for the step 1s sent to several
+// connections at once (conn.resync).
+func (r *room) stateVectorOnce() func() ([]byte, error) {
+	return sync.OnceValues(func() ([]byte, error) {
 		ctx, cancel := context.WithTimeout(r.s.ctx, r.s.cfg.OpTimeout)
 		defer cancel()
 		return r.s.svc.StateVector(ctx, r.ref)
 	})
+}
+
+func (r *room) recheckOnce() {
+	// Connections made writable again all get our step 1, with one state
+	// vector read for all of them.
+	stateVector := r.stateVectorOnce()
 	byCode := map[string][]*conn{}
 	for _, c := range *r.snapshot.Load() {
 		byCode[c.code] = append(byCode[c.code], c)

@@ -513,7 +513,7 @@ func (s *Server) admit(ref, ipKey string) (*room, error) {
 		rm = newRoom(s, ref)
 		rm.unpin = s.svc.Pin(ref)
 		s.rooms[ref] = rm
-		s.cfg.Broadcaster.PublishAwareness(ref, EncodeAwareness(nil)) // who is there?
+		s.askWhoIsThere(ref)
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -670,9 +670,16 @@ func (s *Server) onEvent(ev yaps.Event) {
 		// ask again, as when the room opened, rather than wait up to 15 s
 		// for their clients to renew their states.
 		if s.room(ev.ListRef) != nil {
-			s.cfg.Broadcaster.PublishAwareness(ev.ListRef, EncodeAwareness(nil))
+			s.askWhoIsThere(ev.ListRef)
 		}
 	}
+}
+
+// askWhoIsThere asks the other processes that have room ref open to
+// publish their connections' states (an awareness update without
+// entries, see Broadcaster).
+func (s *Server) askWhoIsThere(ref string) {
+	s.cfg.Broadcaster.PublishAwareness(ref, EncodeAwareness(nil))
 }
 
 // onRemoteAwareness applies what another process's connections announced.
