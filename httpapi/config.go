@@ -60,6 +60,9 @@ type Config struct {
 	// covers the headers only), through http.ResponseController, so a
 	// middleware that wraps the ResponseWriter must offer Unwrap for it to
 	// apply. Default: 30 s (1 MiB at about 35 KB/s); negative: no bound.
+	// Writing the answer is bounded by the host's http.Server.WriteTimeout
+	// only (yaps serve sets 2 min): set one, or a client that stops reading
+	// a large page holds its handler.
 	BodyReadTimeout time.Duration
 
 	// TrustedProxies lists the peers (CIDRs such as "10.0.0.0/8", or single

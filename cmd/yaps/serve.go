@@ -92,6 +92,13 @@ type Main struct {
 
 	limiterCloser io.Closer
 
+	// writeTimeout bounds a request from its headers to the last byte of
+	// its answer (http.Server.WriteTimeout): a client that stops reading a
+	// large answer would otherwise hold its handler, connection and the
+	// answer's bytes for ever. Sync sockets are not bounded by it: the
+	// WebSocket upgrade clears the connection's deadlines.
+	writeTimeout time.Duration
+
 	usageOut io.Writer // where ParseFlags prints the usage (-h, bad flags): NewMain's logw
 }
 
@@ -103,6 +110,8 @@ func NewMain(logw io.Writer) *Main {
 		Prefix:     "/api/v1",
 		RateLimit:  "default",
 		LogLevel:   "info",
+
+		writeTimeout: responseWriteTimeout,
 	}
 	m.logger = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: &m.level}))
 	m.usageOut = logw
@@ -290,6 +299,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = &http.Server{
 		Handler:           accessLog(m.logger, m.Prefix, httpapi.CORS(splitList(m.Origins), mux)),
 		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      m.writeTimeout,
 		IdleTimeout:       2 * time.Minute,
 	}
 	go func() {
@@ -323,6 +333,12 @@ func (m *Main) limiter() (yaps.Limiter, error) {
 
 // shutdownGrace is how long Close lets running requests finish.
 const shutdownGrace = 10 * time.Second
+
+// responseWriteTimeout is Main.writeTimeout's value: well past the API's
+// own bounds on a request (httpapi's 30 s BodyReadTimeout, the store's
+// timeouts), and time enough to send a page of 200 notes of 100,000 ASCII
+// characters (20 MB) at 1.5 Mbit/s.
+const responseWriteTimeout = 2 * time.Minute
 
 // Close stops accepting requests, lets running ones finish (up to
 // shutdownGrace), closes sync connections and then the store.
