@@ -167,6 +167,18 @@ func (t *tx) Permission(id string) (*yaps.Permission, error) {
 	return copyPermission(&p), nil
 }
 
+var _ yaps.PermissionActiveTx = (*tx)(nil)
+
+// PermissionActive implements yaps.PermissionActiveTx without copying the
+// permission.
+func (t *tx) PermissionActive(id string) (found, active bool, err error) {
+	if t.done {
+		return false, false, errDone
+	}
+	p, ok := t.permission(id)
+	return ok, ok && p.Active(), nil
+}
+
 func (t *tx) CreatePermission(p *yaps.Permission) error {
 	if t.done {
 		return errDone

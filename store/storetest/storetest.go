@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"TimesMillisecondUTC", testTimes},
 		{"SaveList", testSaveList},
 		{"Permissions", testPermissions},
+		{"PermissionActive", testPermissionActive},
 		{"YapProjection", testYapProjection},
 		{"YapsPaging", testYapsPaging},
 		{"DocLog", testDocLog},
