@@ -243,15 +243,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrate(ctx, sub)
 }
 
+// migrationsTable records the applied migrations (bun's format).
+const migrationsTable = "yaps_migrations"
+
 func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 	ms := migrate.NewMigrations()
 	if err := ms.Discover(sub); err != nil {
 		return fmt.Errorf("bunstore: migrations: %w", err)
 	}
+	queries, err := migrationQueries(sub)
+	if err != nil {
+		return fmt.Errorf("bunstore: migrations: %w", err)
+	}
 	m := migrate.NewMigrator(s.db, ms,
-		migrate.WithTableName("yaps_migrations"),
-		migrate.WithLocksTableName("yaps_migration_locks"),
-		migrate.WithMarkAppliedOnSuccess(true))
+		migrate.WithTableName(migrationsTable),
+		migrate.WithLocksTableName("yaps_migration_locks"))
 
 	if s.pg {
 		conn, err := s.sqldb.Conn(ctx)
@@ -282,7 +288,6 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 	// On SQLite another process may be migrating the same file at the same
 	// moment; its migration then makes ours fail, and a retry finds the
 	// work done. (Postgres runs under the advisory lock.)
-	var err error
 	for attempt := range 3 {
 		if attempt > 0 {
 			select {
@@ -295,7 +300,7 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 			err = fmt.Errorf("bunstore: migrate init: %w", err)
 			continue
 		}
-		if _, err = m.Migrate(ctx); err != nil {
+		if err = s.applyMigrations(ctx, m, queries); err != nil {
 			err = fmt.Errorf("bunstore: migrate: %w", err)
 			continue
 		}

@@ -1,0 +1,109 @@
+package bunstore_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+
+	"github.com/yaps-dev/yaps/store/bunstore"
+	"github.com/yaps-dev/yaps/store/storetest"
+)
+
+// lastMigration is the newest migration, which the upgrade test undoes and
+// runs again: its version and the table it creates.
+const lastMigration, lastMigrationTable = "20261122000006", "doc_clients"
+
+// failRecord fails the INSERT that records migration name (its context is
+// cancelled), as a signal or a dropped connection at that moment would.
+type failRecord struct{ name string }
+
+func (h failRecord) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.Context {
+	if strings.HasPrefix(strings.TrimSpace(e.Query), "INSERT") && strings.Contains(e.Query, "yaps_migrations") &&
+		strings.Contains(e.Query, h.name) {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		return c
+	}
+	return ctx
+}
+
+func (failRecord) AfterQuery(context.Context, *bun.QueryEvent) {}
+
+// An upgrade that fails while recording a migration leaves it undone, so
+// the next start runs it again. Before, bun recorded it after its own
+// COMMIT: the schema was changed, the migration unrecorded, and every later
+// start failed on "table doc_clients already exists".
+func TestMigrationRecordedWithItsChanges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		dsn      func(t *testing.T) string
+		hostDB   func(dsn string) (*bun.DB, error)
+		hasTable string
+	}{
+		{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
+			func(dsn string) (*bun.DB, error) {
+				sqldb, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+				return bun.NewDB(sqldb, sqlitedialect.New()), err
+			},
+			`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`},
+		{"Postgres", func(t *testing.T) string { return storetest.PostgresDSN(t) },
+			func(dsn string) (*bun.DB, error) {
+				sqldb, err := sql.Open("pgx", dsn)
+				return bun.NewDB(sqldb, pgdialect.New()), err
+			},
+			`SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := tc.dsn(t)
+			db, err := tc.hostDB(dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			tables := func() int {
+				var n int
+				require.NoError(t, db.QueryRowContext(ctx, tc.hasTable, lastMigrationTable).Scan(&n))
+				return n
+			}
+			records := func() int {
+				var n int
+				require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM yaps_migrations WHERE name = ?`, lastMigration).Scan(&n))
+				return n
+			}
+
+			// A database at the previous release's schema.
+			s, err := bunstore.Open(ctx, dsn)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			_, err = db.ExecContext(ctx, `DROP TABLE `+lastMigrationTable)
+			require.NoError(t, err)
+			_, err = db.ExecContext(ctx, `DELETE FROM yaps_migrations WHERE name = ?`, lastMigration)
+			require.NoError(t, err)
+
+			// The upgrade fails as it records the migration: nothing of it
+			// stays.
+			db.AddQueryHook(failRecord{lastMigration})
+			st, err := bunstore.New(db)
+			require.NoError(t, err)
+			require.Error(t, st.Migrate(ctx))
+			require.NoError(t, st.Close())
+			require.Zero(t, tables(), "the migration's table outlived its failed record")
+			require.Zero(t, records())
+
+			// The next start upgrades.
+			s, err = bunstore.Open(ctx, dsn)
+			require.NoError(t, err, "the store no longer opens after an interrupted upgrade")
+			require.NoError(t, s.Close())
+			require.Equal(t, 1, tables())
+			require.Equal(t, 1, records())
+		})
+	}
+}
