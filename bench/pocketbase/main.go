@@ -36,7 +36,10 @@ import (
 )
 
 func main() {
-	app := pocketbase.New()
+	// Not pocketbase.New: it turns dev mode on (every SQL statement logged,
+	// the writer's included) for any binary under os.TempDir(), taking it
+	// for `go run`, and the bench builds the peer there.
+	app := pocketbase.NewWithConfig(pocketbase.Config{DefaultDev: false})
 	app.OnServe().BindFunc(func(e *core.ServeEvent) error {
 		if err := ensureCollections(e.App); err != nil {
 			return err

@@ -8,9 +8,14 @@
 // Prints "READY <port>" once it listens; stops on SIGTERM/SIGINT.
 import http from 'node:http'
 import { WebSocketServer } from 'ws'
-import { setupWSConnection } from '@y/websocket-server/utils'
 
+// utils reads these as it loads: cleared first, so the peer stays in memory
+// whatever the caller's environment holds (a static import would load
+// utils before this line runs).
 delete process.env.YPERSISTENCE
+delete process.env.CALLBACK_URL
+const { setupWSConnection } = await import('@y/websocket-server/utils')
+
 const port = parseInt(process.argv[2] || '0', 10)
 const wss = new WebSocketServer({ noServer: true })
 const server = http.createServer((_req, res) => {
