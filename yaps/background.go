@@ -41,7 +41,8 @@ func (s *Service) background(interval time.Duration) {
 				s.log.Debug("yaps: pruned expired idempotency records", "pruned", n)
 			}
 			for _, ref := range s.docs.refs() {
-				if err := s.compact(ctx, ref, false); err != nil && ctx.Err() == nil {
+				// errCompacting: a background compaction is writing it.
+				if err := s.compact(ctx, ref, false); err != nil && err != errCompacting && ctx.Err() == nil {
 					s.log.Error("yaps: compaction failed", "list", ref, "err", err)
 				}
 			}
@@ -109,6 +110,15 @@ func (s *Service) compact(ctx context.Context, ref string, force bool) error {
 	}()
 	if e.compactRunning {
 		return errCompacting // it schedules another when due
+	}
+	if e.doc == nil && force {
+		// Evicted since compactLater scheduled it (or CompactNow loaded
+		// it): a list evicted after every write (more open rooms than the
+		// cache holds) was otherwise never compacted, its log growing and
+		// every load replaying all of it.
+		if err := s.fresh(ctx, e); err != nil {
+			return err
+		}
 	}
 	if e.doc == nil || e.sinceState == 0 {
 		return nil
@@ -207,8 +217,11 @@ const maxPurgeSkipped = 20_000
 
 // Purge removes the yaps deleted more than DeletedRetention ago (Config.Now
 // decides "now"): each is removed from its list document's "yaps" map by a
-// document update and its projection is deleted. It returns how many yaps
-// were purged. The background ticker calls it; tests call it directly.
+// document update and its projection is deleted. Each list that lost yaps
+// is then compacted, so their content leaves the stored update log and
+// state too (a list written rarely would keep it there until its log grew
+// enough). It returns how many yaps were purged. The background ticker
+// calls it; tests call it directly.
 //
 // A list that fails (its document does not load, say) is logged and passed
 // over, with any yap that could not be purged, until the next run: the
@@ -219,6 +232,18 @@ func (s *Service) Purge(ctx context.Context) (int, error) {
 	total := 0
 	skipped := map[YapKey]bool{}
 	var firstErr error
+	var compact []string // lists that lost yaps, in order
+	toCompact := map[string]bool{}
+	defer func() {
+		for _, ref := range compact {
+			if ctx.Err() != nil {
+				return // the next process compacts
+			}
+			if err := s.CompactNow(ctx, ref); err != nil && ctx.Err() == nil {
+				s.log.Error("yaps: compacting a list after its purge failed; its log still holds the purged yaps", "list", ref, "err", err)
+			}
+		}
+	}()
 	for {
 		cut := s.now().Add(-s.cfg.DeletedRetention)
 		limit := purgeBatch + len(skipped)
@@ -240,6 +265,10 @@ func (s *Service) Purge(ctx context.Context) (int, error) {
 		for _, ref := range order {
 			purged, err := s.purgeList(ctx, ref, byList[ref], cut)
 			total += len(purged)
+			if len(purged) > 0 && !toCompact[ref] {
+				toCompact[ref] = true
+				compact = append(compact, ref)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return total, err

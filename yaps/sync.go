@@ -53,9 +53,9 @@ func encodeParsedState(d *yjs.Doc, sv yjs.StateVector) ([]byte, error) {
 // StateVector returns the Yjs state vector of the list document (caught up
 // with the store).
 func (s *Service) StateVector(ctx context.Context, ref string) ([]byte, error) {
-	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
 	var out []byte
 	err := s.withDoc(ctx, ref, func(e *docEntry) error {
+		s.docs.watch(ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
 		out = e.doc.EncodeStateVector()
 		return nil
 	})
@@ -69,9 +69,9 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 	if err != nil {
 		return nil, err
 	}
-	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
 	var out []byte
 	err = s.withDoc(ctx, ref, func(e *docEntry) error {
+		s.docs.watch(ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
 		var err error
 		out, err = encodeParsedState(e.doc, sv)
 		return err
@@ -89,9 +89,9 @@ func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, e
 	if err != nil {
 		return false, Errorf(EINVALID, "the document update is malformed")
 	}
-	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
 	var held bool
 	err = s.withDoc(ctx, ref, func(e *docEntry) error {
+		s.docs.watch(ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
 		held = e.doc.HoldsParsed(parsed)
 		return nil
 	})
@@ -135,9 +135,9 @@ func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, orig
 	if err != nil {
 		return err
 	}
-	defer s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout)
 	var mutations int
 	err = s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+		s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
 		if err := writable(&w.list); err != nil {
 			return err
 		}
@@ -196,9 +196,9 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 	for j, i := range ok {
 		actors[j] = ups[i].Actor
 	}
-	defer s.docs.watch(ref, s.cfg.DocIdleTimeout)
 	mutations := make([]int, len(ups))
 	err := s.writeAs(ctx, ref, actors, func(w *writeOp) error {
+		s.docs.watch(ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
 		if err := writable(&w.list); err != nil {
 			return err
 		}
