@@ -241,7 +241,7 @@ func (s *Service) RevokePermission(ctx context.Context, a *Actor, id string) err
 	if revoked {
 		s.auth.forget(a.List.Ref)
 		s.emit(Event{Kind: EventCodeRevoked, ListRef: a.List.Ref, PermissionID: id})
-		s.publishRevocation(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: id}, committed)
+		s.publishConfirmed(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: id}, committed)
 	}
 	return nil
 }
@@ -280,7 +280,7 @@ func (s *Service) RotateOwner(ctx context.Context, a *Actor) (string, error) {
 	committed := time.Now() // no later than any cache fill that saw the code active
 	s.auth.forget(a.List.Ref)
 	s.emit(Event{Kind: EventCodeRevoked, ListRef: a.List.Ref, PermissionID: old})
-	s.publishRevocation(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: old}, committed)
+	s.publishConfirmed(Notice{Kind: NoticePermission, ListRef: a.List.Ref, PermissionID: old}, committed)
 	return code, nil
 }
 
@@ -324,9 +324,11 @@ func (s *Service) Rollup(ctx context.Context, a *Actor, acct *Account) (merged b
 		return false, internal(err, "could not roll up the list")
 	}
 	if merged {
+		committed := time.Now()
 		s.auth.forget(a.List.Ref)
 		s.emit(Event{Kind: EventListChanged, ListRef: a.List.Ref})
-		s.notify(Notice{Kind: NoticeList, ListRef: a.List.Ref})
+		// Confirmed: the list's rate-limit class (R8) changes with it.
+		s.publishConfirmed(Notice{Kind: NoticeList, ListRef: a.List.Ref}, committed)
 	}
 	return merged, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/url"
+	"time"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
@@ -156,7 +157,9 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 		return nil, err
 	}
 	var out *List
+	archiving := false // the archive state changes
 	err := s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+		archiving = false
 		if w.list.Archived() && !unarchive {
 			return writable(&w.list)
 		}
@@ -198,6 +201,7 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 		case lf.ArchivedAt == nil && w.e.list.ArchivedAt != nil:
 			action = "list.unarchive"
 		}
+		archiving = action != "list.update"
 		w.auditf(action, "", "")
 		out = &w.list
 		return nil
@@ -205,8 +209,19 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 	if err != nil {
 		return nil, err
 	}
+	if archiving {
+		s.publishArchive(a.List.Ref)
+	}
 	cp := *out
 	return &cp, nil
+}
+
+// publishArchive has every other process forget what its auth cache holds
+// of the list, which was just archived or unarchived, before the call
+// answers: their readers see the new state at once, as the caller does
+// (their writers re-check it in the transaction anyway).
+func (s *Service) publishArchive(ref string) {
+	s.publishConfirmed(Notice{Kind: NoticeList, ListRef: ref}, time.Now())
 }
 
 // ArchiveList archives the list (owner); archiving an archived list
@@ -216,13 +231,16 @@ func (s *Service) ArchiveList(ctx context.Context, a *Actor, ifMatch string) err
 	if err := a.can(opArchiveList, ""); err != nil {
 		return err
 	}
-	return s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+	archived := false
+	err := s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+		archived = false
 		if err := checkIfMatch(ifMatch, ListETag(&w.list)); err != nil {
 			return err
 		}
 		if w.e.list.ArchivedAt != nil {
 			return nil
 		}
+		archived = true
 		lf := w.e.list
 		now := s.now()
 		lf.ArchivedAt = &now
@@ -231,4 +249,8 @@ func (s *Service) ArchiveList(ctx context.Context, a *Actor, ifMatch string) err
 		w.auditf("list.archive", "", "")
 		return nil
 	})
+	if err == nil && archived {
+		s.publishArchive(a.List.Ref)
+	}
+	return err
 }

@@ -54,13 +54,15 @@ type ConfirmingPublisher interface {
 	PublishConfirmed(ctx context.Context, n Notice) error
 }
 
-// publishRevocation tells the other processes that a permission of ref was
-// revoked (n, a NoticePermission), in a transaction that committed at
-// committed, and returns once none of them can still accept the code from
-// its cache (see ConfirmingPublisher). Without a ConfirmingPublisher, or
-// without an auth cache to outwait, the notice goes out in the background
-// like any other.
-func (s *Service) publishRevocation(n Notice, committed time.Time) {
+// publishConfirmed tells the other processes n, a change their auth caches
+// may hold (a revoked permission; a list row changed by archive, unarchive
+// or rollup), made in a transaction that committed at committed, and
+// returns once none of them can still answer from its cache what n
+// changed (see ConfirmingPublisher): a client behind a load balancer sees
+// its own change on its next request, whichever process answers it.
+// Without a ConfirmingPublisher, or without an auth cache to outwait, the
+// notice goes out in the background like any other.
+func (s *Service) publishConfirmed(n Notice, committed time.Time) {
 	cp, ok := s.cfg.Notifier.(ConfirmingPublisher)
 	if !ok || !s.auth.enabled() {
 		s.notify(n)
@@ -69,7 +71,7 @@ func (s *Service) publishRevocation(n Notice, committed time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), committed.Add(s.cfg.AuthCacheTTL))
 	defer cancel()
 	if err := cp.PublishConfirmed(ctx, n); err != nil {
-		s.log.Warn("yaps: a revocation was not confirmed by every process; waiting out the auth cache", "list", n.ListRef, "err", err)
+		s.log.Warn("yaps: a change was not confirmed by every process; waiting out the auth cache", "list", n.ListRef, "notice", n.Kind, "err", err)
 		<-ctx.Done()
 	}
 }
