@@ -6,19 +6,23 @@ import (
 	"time"
 )
 
-// background runs the purge, the idempotency prune and compaction every
-// interval (if > 0) and evicts idle documents, until Close.
+// background runs the purge, the idempotency prune and compaction at start
+// and then every interval (if > 0), and evicts idle documents, until
+// Close. The first run is at start, not an interval later: a process
+// restarted (or scaled down) more often than hourly would otherwise never
+// purge.
 func (s *Service) background(interval time.Duration) {
 	defer s.wg.Done()
 	var purge <-chan time.Time // nil: purge and compaction ticker disabled
+	ctx := s.ctx               // cancelled by Close
 	if interval > 0 {
+		s.housekeep(ctx)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		purge = tick.C
 	}
 	evict := time.NewTicker(max(min(s.cfg.DocIdleTimeout/2, time.Minute), time.Second))
 	defer evict.Stop()
-	ctx := s.ctx // cancelled by Close
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,26 +30,32 @@ func (s *Service) background(interval time.Duration) {
 		case <-evict.C:
 			s.docs.evictIdle()
 		case <-purge:
-			if n, err := s.Purge(ctx); err != nil {
-				if ctx.Err() == nil { // else Close cut it short
-					s.log.Error("yaps: purge failed", "err", err, "purged", n)
-				}
-			} else if n > 0 {
-				s.log.Info("yaps: purged deleted yaps", "purged", n)
-			}
-			if n, err := s.PruneIdempotency(ctx); err != nil {
-				if ctx.Err() == nil {
-					s.log.Error("yaps: pruning idempotency records failed", "err", err, "pruned", n)
-				}
-			} else {
-				s.log.Debug("yaps: pruned expired idempotency records", "pruned", n)
-			}
-			for _, ref := range s.docs.refs() {
-				// errCompacting: a background compaction is writing it.
-				if err := s.compact(ctx, ref, false); err != nil && err != errCompacting && ctx.Err() == nil {
-					s.log.Error("yaps: compaction failed", "list", ref, "err", err)
-				}
-			}
+			s.housekeep(ctx)
+		}
+	}
+}
+
+// housekeep runs the purge, the idempotency prune and the compaction of
+// every cached document that is due.
+func (s *Service) housekeep(ctx context.Context) {
+	if n, err := s.Purge(ctx); err != nil {
+		if ctx.Err() == nil { // else Close cut it short
+			s.log.Error("yaps: purge failed", "err", err, "purged", n)
+		}
+	} else if n > 0 {
+		s.log.Info("yaps: purged deleted yaps", "purged", n)
+	}
+	if n, err := s.PruneIdempotency(ctx); err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("yaps: pruning idempotency records failed", "err", err, "pruned", n)
+		}
+	} else if n > 0 {
+		s.log.Debug("yaps: pruned expired idempotency records", "pruned", n)
+	}
+	for _, ref := range s.docs.refs() {
+		// errCompacting: a background compaction is writing it.
+		if err := s.compact(ctx, ref, false); err != nil && err != errCompacting && ctx.Err() == nil {
+			s.log.Error("yaps: compaction failed", "list", ref, "err", err)
 		}
 	}
 }

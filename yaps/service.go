@@ -95,9 +95,9 @@ type Config struct {
 	// polling only (e.g. SQLite).
 	Notifier Notifier
 	// PurgeInterval is how often the background purge, idempotency prune
-	// (IdempotencyRetention) and compaction run.
-	// Default: 1 hour; negative disables the background ticker (Purge can
-	// still be called).
+	// (IdempotencyRetention) and compaction run; they also run once as the
+	// service starts.
+	// Default: 1 hour; negative disables them (Purge can still be called).
 	PurgeInterval time.Duration
 	// Render renders the body of a 201 answer that an Idempotency-Key
 	// replay must repeat byte for byte. It is called with a *CreatedList
