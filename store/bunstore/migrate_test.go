@@ -90,8 +90,7 @@ func TestMigrationRecordedWithItsChanges(t *testing.T) {
 
 			// The upgrade fails as it records the migration: nothing of it
 			// stays.
-			db.AddQueryHook(failRecord{lastMigration})
-			st, err := bunstore.New(db)
+			st, err := bunstore.New(db.WithQueryHook(failRecord{lastMigration}))
 			require.NoError(t, err)
 			require.Error(t, st.Migrate(ctx))
 			require.NoError(t, st.Close())
