@@ -324,11 +324,9 @@ func (s *Service) Rollup(ctx context.Context, a *Actor, acct *Account) (merged b
 		return false, internal(err, "could not roll up the list")
 	}
 	if merged {
-		committed := time.Now()
 		s.auth.forget(a.List.Ref)
 		s.emit(Event{Kind: EventListChanged, ListRef: a.List.Ref})
-		// Confirmed: the list's rate-limit class (R8) changes with it.
-		s.publishConfirmed(Notice{Kind: NoticeList, ListRef: a.List.Ref}, committed)
+		s.publishListRow(a.List.Ref) // the list's rate-limit class (R8) changes with it
 	}
 	return merged, nil
 }

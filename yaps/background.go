@@ -121,11 +121,12 @@ func (s *Service) compact(ctx context.Context, ref string, force bool) error {
 	if e.compactRunning {
 		return errCompacting // it schedules another when due
 	}
-	if e.doc == nil && force {
-		// Evicted since compactLater scheduled it (or CompactNow loaded
-		// it): a list evicted after every write (more open rooms than the
-		// cache holds) was otherwise never compacted, its log growing and
-		// every load replaying all of it.
+	if force {
+		// Up to date with the store first: loaded again if evicted since
+		// compactLater scheduled it (a list evicted after every write, with
+		// more open rooms than the cache holds, was otherwise never
+		// compacted, its log growing and every load replaying all of it),
+		// and caught up with other processes' writes.
 		if err := s.fresh(ctx, e); err != nil {
 			return err
 		}
@@ -196,12 +197,6 @@ func (s *Service) compactDue(e *docEntry) bool {
 
 // CompactNow compacts the list's document at once (for tests and tools).
 func (s *Service) CompactNow(ctx context.Context, ref string) error {
-	e := s.docs.acquire(ref)
-	err := s.fresh(ctx, e)
-	s.docs.release(e)
-	if err != nil {
-		return err
-	}
 	// A background compaction may be writing an older state: wait for it,
 	// then compact what came after.
 	for {

@@ -210,17 +210,17 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 		return nil, err
 	}
 	if archiving {
-		s.publishArchive(a.List.Ref)
+		s.publishListRow(a.List.Ref)
 	}
 	cp := *out
 	return &cp, nil
 }
 
-// publishArchive has every other process forget what its auth cache holds
-// of the list, which was just archived or unarchived, before the call
-// answers: their readers see the new state at once, as the caller does
-// (their writers re-check it in the transaction anyway).
-func (s *Service) publishArchive(ref string) {
+// publishListRow has every other process forget what its auth cache holds
+// of the list, whose row was just changed (archive, unarchive, rollup),
+// before the call answers: their readers see the new row at once, as the
+// caller does (their writers re-check it in the transaction anyway).
+func (s *Service) publishListRow(ref string) {
 	s.publishConfirmed(Notice{Kind: NoticeList, ListRef: ref}, time.Now())
 }
 
@@ -250,7 +250,7 @@ func (s *Service) ArchiveList(ctx context.Context, a *Actor, ifMatch string) err
 		return nil
 	})
 	if err == nil && archived {
-		s.publishArchive(a.List.Ref)
+		s.publishListRow(a.List.Ref)
 	}
 	return err
 }
