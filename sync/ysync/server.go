@@ -591,10 +591,12 @@ func (s *Server) onConnect(ms *melody.Session) {
 		c.closeWith(websocket.CloseGoingAway, "server shutting down")
 		return
 	}
-	aw := c.room.join(c)
 	// Our step 1 first, so the client sends what we lack; then who is here.
+	// Sent before the connection joins the room: once in it, a relayed
+	// awareness update could reach the socket first.
 	c.send(c.hello)
 	c.hello = nil
+	aw := c.room.join(c)
 	if aw != nil {
 		c.send(aw)
 	}
