@@ -127,6 +127,16 @@ type Config struct {
 	// from this process's clients (HTTP writes, other processes) never
 	// wait. Default: 2s.
 	SendQueueWait time.Duration
+	// BatchWait is how long the worker of a busy room may hold its next
+	// batch of client updates for the room's other recent writers, so that
+	// clients writing at once are stored and relayed in one batch (one
+	// store write, one socket write per connection) instead of one each
+	// (see writers in conn.go). Only a busy room waits, one whose previous
+	// batch was applied within 20 BatchWaits (at least 10 ms), and only for
+	// connections that wrote in its last two batches: a lone writer, or
+	// people typing, never wait. It adds at most this much latency to an
+	// update. Default: 1ms; negative: never wait; at most 1s.
+	BatchWait time.Duration
 
 	// MessagesPerSecond and MessageBurst rate-limit the frames one
 	// connection may send (token bucket); a flood closes it with 4529.
@@ -260,6 +270,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxUnfinishedBytesPerIP = 32 << 20
 	}
 	defDur(&c.SendQueueWait, 2*time.Second)
+	defDur(&c.BatchWait, time.Millisecond)
 	if c.MessagesPerSecond == 0 {
 		c.MessagesPerSecond = 500
 	}
@@ -281,6 +292,10 @@ func (c Config) WithDefaults() Config {
 	}
 	return c
 }
+
+// maxBatchWait caps Config.BatchWait: it is latency every update of a busy
+// room may pay.
+const maxBatchWait = time.Second
 
 func peerIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -308,6 +323,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ysync: SendQueueBytes must be at least MaxMessageSize")
 	case c.MaxSyncStep2Size > c.MaxMessageSize && c.MaxSyncStep2Size > c.SendQueueBytes/2:
 		return fmt.Errorf("ysync: MaxSyncStep2Size (%d) must be at most half of SendQueueBytes (%d): a relayed step 2 must fit in a send queue beside a backlog", c.MaxSyncStep2Size, c.SendQueueBytes)
+	case c.BatchWait > maxBatchWait:
+		return fmt.Errorf("ysync: BatchWait (%v) is over %v", c.BatchWait, maxBatchWait)
 	case c.MessageReadTimeout <= 0:
 		return fmt.Errorf("ysync: MessageReadTimeout must be positive")
 	case c.MaxUnfinishedBytesPerIP < max(c.MaxMessageSize, c.MaxSyncStep2Size):

@@ -625,12 +625,16 @@ func (c *conn) wakeWriters() {
 
 func (r *room) applyLoop() {
 	defer r.s.bg.Done()
-	var linger *time.Timer
+	var linger, gather *time.Timer
 	defer func() {
 		if linger != nil {
 			linger.Stop()
 		}
+		if gather != nil {
+			gather.Stop()
+		}
 	}()
+	var w writers
 	for {
 		// Let the room's other read goroutines that are ready to run
 		// queue their updates first: clients of a room often send at once
@@ -644,6 +648,11 @@ func (r *room) applyLoop() {
 			if !r.linger(&linger) {
 				return
 			}
+			continue
+		}
+		if wait := w.gatherFor(r, time.Now()); wait > 0 {
+			r.applyMu.Unlock()
+			r.gather(&gather, wait)
 			continue
 		}
 		n := min(len(r.applyQ), r.s.roomBatch())
@@ -663,8 +672,92 @@ func (r *room) applyLoop() {
 			q.c.applyCond.Broadcast()
 		}
 		r.applyMu.Unlock()
+		w.took(batch)
 		r.waitForSendRoom(batch)
 		r.apply(batch)
+		w.appliedAt = time.Now()
+	}
+}
+
+// Gathering a busy room's writers. On a room where several clients write
+// at once, each batch holds the updates that arrived while the previous one
+// was stored, and the room settles into groups: the clients whose updates
+// were relayed together answer together, and each group's batch is stored
+// and relayed on its own. Every batch costs a store write and one socket
+// write per connection of the room, whatever its size, so two groups cost
+// about twice what one does. The worker of a busy room (one whose previous
+// batch was applied within busyWindow) therefore waits, up to
+// Config.BatchWait from when it found its next batch, for the connections
+// that wrote in its last two batches and have nothing queued yet, which
+// merges the groups. A room with one writer never waits, nor does one
+// whose writers pause longer than busyWindow (people typing: a keystroke
+// every 100 ms or so).
+
+// busyWindow is how soon after the previous batch a room's next update
+// must come for the room to count as busy: 20 BatchWaits, at least 10 ms.
+func (s *Server) busyWindow() time.Duration {
+	return max(10*time.Millisecond, 20*s.cfg.BatchWait)
+}
+
+// maxGathered bounds the writers a batch waits for.
+const maxGathered = 64
+
+// writers tracks, for one apply loop, the connections that wrote in the
+// room's last two batches.
+type writers struct {
+	last, before []*conn // senders of the last batch and of the one before
+	appliedAt    time.Time
+	gatherUntil  time.Time // zero: not waiting
+}
+
+// took records the senders of batch and ends any wait.
+func (w *writers) took(batch []queuedUpdate) {
+	w.before, w.last = w.last, w.before[:0]
+	for _, q := range batch {
+		if len(w.last) < maxGathered && !slices.Contains(w.last, q.c) {
+			w.last = append(w.last, q.c)
+		}
+	}
+	w.gatherUntil = time.Time{}
+}
+
+// gatherFor returns how long the worker should wait for more of the room's
+// writers before it takes the queue (0: take it now). applyMu is held and
+// the queue is not empty.
+func (w *writers) gatherFor(r *room, now time.Time) time.Duration {
+	wait := r.s.cfg.BatchWait
+	if wait <= 0 || w.appliedAt.IsZero() || now.Sub(w.appliedAt) > r.s.busyWindow() ||
+		len(r.applyQ) >= r.s.roomBatch() || r.s.ctx.Err() != nil {
+		return 0
+	}
+	if !slices.ContainsFunc(w.last, w.missing) && !slices.ContainsFunc(w.before, w.missing) {
+		return 0
+	}
+	if w.gatherUntil.IsZero() {
+		w.gatherUntil = now.Add(wait)
+		r.s.gathers.Add(1)
+	}
+	return w.gatherUntil.Sub(now)
+}
+
+// missing reports whether c, a recent writer, may still send: it is
+// connected, not being closed, not held back, and has nothing queued.
+// applyMu is held.
+func (w *writers) missing(c *conn) bool {
+	return c.pendingN == 0 && c.onHold == nil && !c.closing.Load() && c.ctx.Err() == nil
+}
+
+// gather waits up to wait for the room's next update (or the server's end).
+func (r *room) gather(t **time.Timer, wait time.Duration) {
+	if *t == nil {
+		*t = time.NewTimer(wait)
+	} else {
+		(*t).Reset(wait)
+	}
+	select {
+	case <-r.kick:
+	case <-(*t).C:
+	case <-r.s.ctx.Done():
 	}
 }
 

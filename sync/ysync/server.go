@@ -117,6 +117,9 @@ type Server struct {
 	step2Slots  chan struct{}
 	maxSyncTime time.Duration // maxSyncTime; tests shorten it
 
+	// gathers counts the waits of busy rooms for their writers (for tests).
+	gathers atomic.Int64
+
 	// awFramesBuilt counts the full awareness frames built (for tests).
 	awFramesBuilt atomic.Int64
 }

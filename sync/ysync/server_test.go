@@ -848,6 +848,84 @@ func TestUpdatesBatchedPerRoom(t *testing.T) {
 	require.Equal(t, 3, e.fake.appliedCount())
 }
 
+// A busy room's worker waits (Config.BatchWait) for the connections that
+// wrote in its last batches, so writers that answer the same relayed batch
+// are stored and relayed together rather than in groups of their own.
+func TestBusyRoomGathersWriters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		batchWait time.Duration
+		want      []int
+	}{
+		{"gathers the missing writer", time.Second, []int{1, 3}},
+		{"off", -1, []int{1, 2, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, gate := gatedEnv(t, Config{BatchWait: tc.batchWait})
+			a := e.dial(t, "L1", "owner")
+			b := e.dial(t, "L1", "editor")
+			c := e.dial(t, "L1", "owner")
+
+			a.write(AppendUpdate(nil, []byte{1}))
+			e.waitBatches(t, 1)
+			b.write(AppendUpdate(nil, []byte{2}))
+			e.waitQueued(t, "L1", 1)
+			c.write(AppendUpdate(nil, []byte{3}))
+			e.waitQueued(t, "L1", 2)
+			close(gate)
+			if tc.batchWait > 0 {
+				// The room is busy now and a wrote in its last batch: its
+				// worker holds b's and c's updates for a's next one.
+				require.Eventually(t, func() bool { return e.srv.gathers.Load() == 1 }, 5*time.Second, time.Millisecond)
+				require.Equal(t, []int{1}, e.fake.batchSizes())
+			} else {
+				e.waitBatches(t, 2)
+			}
+			a.write(AppendUpdate(nil, []byte{4}))
+			require.Eventually(t, func() bool { return e.fake.appliedCount() == 4 }, 5*time.Second, time.Millisecond)
+			require.Equal(t, tc.want, e.fake.batchSizes())
+			for _, cl := range []*client{a, b, c} {
+				for _, want := range []byte{1, 2, 3, 4} {
+					require.Equal(t, []byte{want}, cl.nextOf(MsgSync).Payload)
+				}
+			}
+		})
+	}
+}
+
+// Nobody waits for a writer that is not missing: a lone writer's updates,
+// and those of a room whose other recent writer left, are applied at once.
+func TestBatchWaitOnlyForMissingWriters(t *testing.T) {
+	t.Parallel()
+	e, gate := gatedEnv(t, Config{BatchWait: time.Second})
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L1", "editor")
+
+	a.write(AppendUpdate(nil, []byte{1}))
+	e.waitBatches(t, 1)
+	a.write(AppendUpdate(nil, []byte{2}))
+	e.waitQueued(t, "L1", 1)
+	close(gate)
+	// a, the last batch's only writer, has an update queued: no wait.
+	require.Eventually(t, func() bool { return e.fake.appliedCount() == 2 }, 5*time.Second, time.Millisecond)
+
+	// b writes: a, a writer of the last two batches, has nothing queued,
+	// so b's update waits for it, up to BatchWait.
+	b.write(AppendUpdate(nil, []byte{3}))
+	require.Eventually(t, func() bool { return e.fake.appliedCount() == 3 }, 5*time.Second, time.Millisecond)
+	require.EqualValues(t, 1, e.srv.gathers.Load())
+	// Now a and b wrote in the last two batches. a leaves; b writes again
+	// and is not held for a.
+	require.NoError(t, a.ws.Close())
+	require.Eventually(t, func() bool { return len(*e.srv.room("L1").snapshot.Load()) == 1 }, 5*time.Second, time.Millisecond)
+	b.write(AppendUpdate(nil, []byte{4}))
+	require.Eventually(t, func() bool { return e.fake.appliedCount() == 4 }, 5*time.Second, time.Millisecond)
+	require.EqualValues(t, 1, e.srv.gathers.Load())
+	require.Equal(t, []int{1, 1, 1, 1}, e.fake.batchSizes())
+}
+
 // A refused update in a batch is answered on its own connection only.
 func TestBatchRefusalsPerConnection(t *testing.T) {
 	t.Parallel()
