@@ -149,3 +149,30 @@ func TestPatchRules(t *testing.T) {
 	_, err = e.svc.UpdateYap(e.ctx, a, "nope", yaps.YapFields{}, "")
 	requireCode(t, yaps.ENOTFOUND, err)
 }
+
+// Yap ids are 1–64 characters of A-Za-z0-9_- (RULINGS R9), nothing else.
+func TestValidYapID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"a", true},
+		{"Z", true},
+		{"0", true},
+		{"_", true},
+		{"-", true},
+		{"0193e4f2-7a2b-7c3d-8e4f-5a6b7c8d9e0f", true},
+		{strings.Repeat("x", 64), true},
+		{"", false},
+		{strings.Repeat("x", 65), false},
+		{"a b", false},
+		{"a.b", false},
+		{"a/b", false},
+		{"é", false},
+		{"a\x00", false},
+		{"ab\n", false},
+	} {
+		require.Equal(t, tc.want, yaps.ValidYapID(tc.id), "%q", tc.id)
+	}
+}
