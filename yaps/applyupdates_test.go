@@ -220,3 +220,43 @@ func TestApplyUpdatesFallsBackOneByOne(t *testing.T) {
 		require.Equal(t, v0+2, docVersion(t, e, ref))
 	})
 }
+
+// The yaps a batch leaves are projected as its last update touching each
+// left them: one an earlier update validated and a later one removed is
+// deleted, one edited twice holds both edits.
+func TestApplyUpdatesProjectsWhatTheLastUpdateLeft(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner, y := milkList(t, e)
+		z, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("Eggs"), "", nil)
+		require.NoError(t, err)
+		editor := e.actor(owner, yaps.RoleEditor)
+		ref := owner.List.Ref
+
+		ownerDoc, editorDoc := docOf(t, e, owner), docOf(t, e, editor)
+		ups := []yaps.ClientUpdate{
+			clientUpdate(t, owner, ownerDoc, "owner", func(d *yjs.Doc) {
+				text(t, ymap(t, d, y.ID), "content").Insert(4, " and bread", nil)
+				text(t, ymap(t, d, z.ID), "content").Insert(4, " (6)", nil)
+			}),
+			clientUpdate(t, editor, editorDoc, "editor", func(d *yjs.Doc) {
+				d.GetMap("yaps").Delete(y.ID)
+			}),
+			clientUpdate(t, owner, ownerDoc, "owner again", func(d *yjs.Doc) {
+				text(t, ymap(t, d, z.ID), "content").Insert(0, "Brown ", nil)
+			}),
+		}
+		require.Equal(t, []error{nil, nil, nil}, e.svc.ApplyUpdates(e.ctx, ref, ups))
+
+		_, err = e.svc.GetYap(e.ctx, owner, y.ID)
+		requireCode(t, yaps.ENOTFOUND, err)
+		got, err := e.svc.GetYap(e.ctx, owner, z.ID)
+		require.NoError(t, err)
+		require.Equal(t, "Brown Eggs (6)", got.Content)
+		// The store's projection, not only the service's cache.
+		page, err := e.store.Yaps(e.ctx, ref, yaps.YapQuery{Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, page, 1)
+		require.Equal(t, "Brown Eggs (6)", page[0].Content)
+	})
+}

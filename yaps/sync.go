@@ -555,7 +555,20 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		fixes = append(fixes, func() { d.DeleteIDs(foreignIns, nil) })
 	}
 	if len(fixes) == 0 {
-		w.valid = valid
+		if w.valid == nil {
+			w.valid = valid
+		} else {
+			// An earlier update of the batch validated yaps too: what this
+			// one touched is as it says now (read again if it did not
+			// validate it, e.g. removed or unchanged).
+			for id := range ids {
+				if y, ok := valid[id]; ok {
+					w.valid[id] = y
+				} else {
+					delete(w.valid, id)
+				}
+			}
+		}
 		if !audited {
 			// Stored, yet no yap or list field changed: a root outside the
 			// schema, a member beside it, or a value set again. Recorded
