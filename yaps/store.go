@@ -143,6 +143,16 @@ type Tx interface {
 	PutIdempotency(r *IdempotencyRecord) error
 }
 
+// ReplayableUpdater is an optional interface of a Store. UpdateReplayable
+// is Update for an fn that can run again from the start with the same
+// effect: it reads through tx and writes what it recorded before the
+// transaction (a write prepared ahead, writeahead.go). A store that commits
+// several writes together may then skip what it does to undo one of them
+// alone, and run them all again in the rare case one fails part way.
+type ReplayableUpdater interface {
+	UpdateReplayable(ctx context.Context, listRef string, fn func(tx Tx) error) error
+}
+
 // PermissionActiveTx is an optional interface of a Tx: PermissionActive
 // reports whether one of the list's permissions exists (found) and is not
 // revoked (active), as Permission would, without reading the whole row.

@@ -74,7 +74,14 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, 
 		}
 	}
 	stale := false
-	err := s.cfg.Store.Update(ctx, e.ref, func(tx Tx) error {
+	// The replay reads through tx and writes what rec holds: it may run
+	// again (ReplayableUpdater).
+	update := s.cfg.Store.Update
+	if ru, ok := s.cfg.Store.(ReplayableUpdater); ok {
+		update = ru.UpdateReplayable
+	}
+	err := update(ctx, e.ref, func(tx Tx) error {
+		stale = false
 		if !sameListRow(tx.List(), &row) {
 			stale = true
 			return errWriteAhead

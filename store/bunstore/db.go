@@ -51,8 +51,9 @@ func (s *Store) prepare(ctx context.Context) error {
 // *sql.Tx (Postgres, and sqlite::memory:, whose single connection cannot
 // be set aside for writes).
 type wtx struct {
-	w  *writer
-	tx *sql.Tx
+	w     *writer
+	tx    *sql.Tx
+	wrote bool // a statement that writes ran (Store.exec)
 }
 
 // writer is the dedicated SQLite write connection, used under writeMu.
@@ -156,6 +157,9 @@ func (s *Store) ctxOf(ctx context.Context, t *wtx) context.Context {
 }
 
 func (s *Store) exec(ctx context.Context, t *wtx, q string, args ...any) (sql.Result, error) {
+	if t != nil {
+		t.wrote = true
+	}
 	if t != nil && t.w != nil {
 		return t.w.exec(q, args...)
 	}

@@ -13,6 +13,14 @@ func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
 	return gateQueue(t, &s.prepGroup.batchQueue)
 }
 
+// GateWrites is GatePrepared for the SQLite file's group commit.
+func GateWrites(t *testing.T, s *Store) (wait func(n int), release func()) {
+	return gateQueue(t, &s.group)
+}
+
+// Savepoints reports how many savepoints s's SQLite group commit took.
+func Savepoints(s *Store) int64 { return s.savepoints.Load() }
+
 // gateQueue is GatePrepared for any batch queue (the SQLite group's too).
 func gateQueue[R queued](t *testing.T, q *batchQueue[R]) (wait func(n int), release func()) {
 	q.mu.Lock()

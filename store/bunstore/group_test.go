@@ -237,3 +237,92 @@ func TestGroupCommitQueuedDeadline(t *testing.T) {
 	require.NoError(t, s.Update(ctx, "b", func(yaps.Tx) error { called = true; return nil }))
 	require.True(t, called)
 }
+
+// A batch of replayable writes runs without a savepoint per write. One that
+// fails before it wrote leaves the others alone; one that fails or panics
+// after writing makes the batch run again, each write in its savepoint,
+// and leaves no trace. A batch holding a write that cannot run again is
+// guarded from the start.
+func TestReplayableBatch(t *testing.T) {
+	t.Parallel()
+	errBoom := errors.New("boom")
+	type write struct {
+		replayable bool
+		fail       string // "", "before", "after", "panic"
+	}
+	for _, tc := range []struct {
+		name           string
+		writes         []write
+		wantCalls      []int
+		wantSavepoints int64
+	}{
+		{"all succeed", []write{{true, ""}, {true, ""}, {true, ""}}, []int{1, 1, 1}, 0},
+		{"one fails before writing", []write{{true, ""}, {true, "before"}, {true, ""}}, []int{1, 1, 1}, 0},
+		{"one fails after writing", []write{{true, ""}, {true, "after"}, {true, ""}}, []int{2, 2, 1}, 3},
+		{"one panics after writing", []write{{true, ""}, {true, "panic"}, {true, ""}}, []int{2, 2, 1}, 3},
+		{"one cannot run again", []write{{true, ""}, {false, "after"}, {true, ""}}, []int{1, 1, 1}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := open(t, "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+			for i := range tc.writes {
+				l := &yaps.List{Ref: fmt.Sprintf("l%d", i), Kind: yaps.KindTask, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+				require.NoError(t, s.CreateList(ctx, l, nil, []byte("u1"), nil))
+			}
+			wait, release := bunstore.GateWrites(t, s)
+			calls := make([]int, len(tc.writes))
+			errs := make([]error, len(tc.writes))
+			var wg sync.WaitGroup
+			for i, w := range tc.writes {
+				ref := fmt.Sprintf("l%d", i)
+				fn := func(tx yaps.Tx) error {
+					calls[i]++
+					if w.fail == "before" {
+						return errBoom
+					}
+					if _, err := tx.AppendUpdate([]byte(ref)); err != nil {
+						return err
+					}
+					switch w.fail {
+					case "after":
+						return errBoom
+					case "panic":
+						panic("kaboom")
+					}
+					return nil
+				}
+				update := s.Update
+				if w.replayable {
+					update = s.UpdateReplayable
+				}
+				wg.Go(func() {
+					defer func() {
+						if p := recover(); p != nil {
+							require.Equal(t, "kaboom", p)
+							errs[i] = errBoom
+						}
+					}()
+					errs[i] = update(ctx, ref, fn)
+				})
+				wait(i + 1) // queued in order
+			}
+			release()
+			wg.Wait()
+			require.Equal(t, tc.wantCalls, calls)
+			require.Equal(t, tc.wantSavepoints, bunstore.Savepoints(s))
+			for i, w := range tc.writes {
+				ref := fmt.Sprintf("l%d", i)
+				d, err := s.Doc(ctx, ref, 0)
+				require.NoError(t, err)
+				if w.fail != "" {
+					require.ErrorIs(t, errs[i], errBoom, ref)
+					require.Equal(t, [][]byte{[]byte("u1")}, d.Updates, ref)
+					continue
+				}
+				require.NoError(t, errs[i], ref)
+				require.Equal(t, [][]byte{[]byte("u1"), []byte(ref)}, d.Updates, ref)
+			}
+		})
+	}
+}

@@ -46,6 +46,8 @@ type Store struct {
 	writer  *writer // SQLite file: the write connection (db.go), under writeMu
 	group   batchQueue[*writeReq]
 	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
+	// savepoints counts the savepoints group commits took (tests).
+	savepoints atomic.Int64
 	closed  atomic.Bool   // Close was called
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go

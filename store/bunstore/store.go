@@ -101,6 +101,12 @@ func (s *Store) insertOnce(ctx context.Context, tx *wtx, what, query string, arg
 // on Postgres in a READ COMMITTED transaction whose callers lock rows as
 // needed.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) (err error) {
+	return s.writeTxOf(ctx, fn, false)
+}
+
+// writeTxOf is writeTx; replayable says fn may run again from the start
+// with the same effect (group.go).
+func (s *Store) writeTxOf(ctx context.Context, fn func(tx *wtx) error, replayable bool) (err error) {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -116,7 +122,7 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *wtx) error) (err error)
 		defer s.writeMu.Unlock()
 		return s.sqlTx(ctx, noCancel, fn)
 	}
-	return s.groupWrite(ctx, fn)
+	return s.groupWrite(ctx, fn, replayable)
 }
 
 // dropWriterLocked discards the writer connection; the next write opens

@@ -26,7 +26,19 @@ import (
 // sqlite::memory: even a plain read waits for the single connection the
 // transaction holds.
 func (s *Store) Update(ctx context.Context, listRef string, fn func(tx yaps.Tx) error) error {
-	return s.writeTx(ctx, func(sqlTx *wtx) error {
+	return s.update(ctx, listRef, fn, false)
+}
+
+var _ yaps.ReplayableUpdater = (*Store)(nil)
+
+// UpdateReplayable implements yaps.ReplayableUpdater: on a SQLite file, a
+// batch of such writes commits without a savepoint per write (group.go).
+func (s *Store) UpdateReplayable(ctx context.Context, listRef string, fn func(tx yaps.Tx) error) error {
+	return s.update(ctx, listRef, fn, true)
+}
+
+func (s *Store) update(ctx context.Context, listRef string, fn func(tx yaps.Tx) error, replayable bool) error {
+	return s.writeTxOf(ctx, func(sqlTx *wtx) error {
 		t := &tx{ctx: ctx, s: s, q: s.q, tx: sqlTx}
 		var cache *writerCache
 		if sqlTx.w != nil {
@@ -75,7 +87,7 @@ func (s *Store) Update(ctx context.Context, listRef string, fn func(tx yaps.Tx) 
 			cache.putList(&saved, t.stateSeq)
 		}
 		return nil
-	})
+	}, replayable)
 }
 
 // tx is the yaps.Tx of one Update.

@@ -8,6 +8,14 @@ import (
 	"github.com/yaps-dev/yaps/yaps"
 )
 
+var _ yaps.ReplayableUpdater = (*Store)(nil)
+
+// UpdateReplayable implements yaps.ReplayableUpdater: it is Update (the
+// store runs each write alone).
+func (s *Store) UpdateReplayable(ctx context.Context, listRef string, fn func(tx yaps.Tx) error) error {
+	return s.Update(ctx, listRef, fn)
+}
+
 // Update implements yaps.Store. fn runs with the list's lock held but
 // without the store-wide lock, so readers are never blocked by a slow fn;
 // its changes are buffered in the tx and applied at once when it returns nil.

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"DocLog", testDocLog},
 		{"Compaction", testCompaction},
 		{"Rollback", testRollback},
+		{"ReplayableUpdates", testReplayableUpdates},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"CompactionDuringWrites", testCompactionDuringWrites},
 		{"ListsByAccount", testListsByAccount},
@@ -697,6 +698,100 @@ func testRollback(t *testing.T, s yaps.Store) {
 	})
 	requireCode(t, yaps.EFORBIDDEN, err)
 	appendN(t, s, f.list.Ref, 2, 2)
+}
+
+// testReplayableUpdates runs concurrent UpdateReplayable writers to a few
+// lists, some of which fail before writing, after writing, or panic after
+// writing: exactly the writes that succeeded are stored, each once, however
+// often the store ran their fn.
+func testReplayableUpdates(t *testing.T, s yaps.Store) {
+	ru, ok := s.(yaps.ReplayableUpdater)
+	require.True(t, ok, "the store implements yaps.ReplayableUpdater")
+	const lists, writers, rounds = 4, 12, 12
+	var fs [lists]fixture
+	for i := range fs {
+		fs[i] = newList(t, s, base)
+	}
+	boom := errors.New("boom")
+	var (
+		mu   sync.Mutex
+		want = map[string][]string{}
+		wg   sync.WaitGroup
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for r := range rounds {
+				f := fs[(w+r)%lists]
+				data := fmt.Sprintf("w%d.%d", w, r)
+				mode := (w*rounds + r) % 5 // 0: fails at once, 1: fails after writing, 2: panics after writing
+				var err error
+				func() {
+					defer func() {
+						if p := recover(); p != nil {
+							require.Equal(t, "kaboom", p)
+							err = boom
+						}
+					}()
+					err = ru.UpdateReplayable(ctx, f.list.Ref, func(tx yaps.Tx) error {
+						if mode == 0 {
+							return boom
+						}
+						if _, err := tx.AppendUpdate([]byte(data)); err != nil {
+							return err
+						}
+						if err := tx.PutYap(fullTask(f.list.Ref, "y"+data, at(1))); err != nil {
+							return err
+						}
+						if err := tx.AppendAudit(&yaps.AuditEntry{At: base, Action: "yap.create", YapID: "y" + data}); err != nil {
+							return err
+						}
+						l := tx.List()
+						l.Title = data
+						if err := tx.SaveList(l); err != nil {
+							return err
+						}
+						switch mode {
+						case 1:
+							return boom
+						case 2:
+							panic("kaboom")
+						}
+						return nil
+					})
+				}()
+				if mode <= 2 {
+					require.ErrorIs(t, err, boom)
+					continue
+				}
+				require.NoError(t, err)
+				mu.Lock()
+				want[f.list.Ref] = append(want[f.list.Ref], data)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range fs {
+		ref := f.list.Ref
+		d, err := s.Doc(ctx, ref, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(want[ref])+1), d.LastSeq)
+		var got []string
+		for _, u := range d.Updates[1:] {
+			got = append(got, string(u))
+		}
+		require.ElementsMatch(t, want[ref], got)
+		page, err := s.Yaps(ctx, ref, yaps.YapQuery{Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, page, len(want[ref]))
+		entries, err := s.Audit(ctx, ref, 0, 1000)
+		require.NoError(t, err)
+		require.Len(t, entries, len(want[ref]))
+		l, err := s.List(ctx, ref)
+		require.NoError(t, err)
+		require.Equal(t, d.LastSeq, l.DocVersion)
+		require.Contains(t, want[ref], l.Title)
+	}
 }
 
 func testConcurrentUpdates(t *testing.T, s yaps.Store) {
