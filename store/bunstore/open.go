@@ -48,7 +48,7 @@ type Store struct {
 	ckpt    *checkpointer // SQLite file: see checkpoint.go; set under writeMu
 	// savepoints counts the savepoints group commits took (tests).
 	savepoints atomic.Int64
-	closed  atomic.Bool   // Close was called
+	closed     atomic.Bool // Close was called
 
 	stmts atomic.Pointer[map[string]*sql.Stmt] // SQLite only, see db.go
 
