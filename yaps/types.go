@@ -226,7 +226,7 @@ type Account struct {
 
 // AuditEntry records one mutation made with a code.
 type AuditEntry struct {
-	Seq          int64 // assigned by the store, increasing within the list
+	Seq          int64 // assigned by the store, increasing per store
 	ListRef      string
 	At           time.Time
 	PermissionID string

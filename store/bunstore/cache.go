@@ -35,7 +35,6 @@ type writerCache struct {
 	lists   map[string]*cachedList
 	perms   map[string]cachedPerm // permission id
 	yaps    map[yapKey]yapTimes   // hints only, see PutYap
-	audit   map[string]int64      // list ref -> its last audit seq
 }
 
 type yapKey struct{ listRef, id string }
@@ -61,27 +60,7 @@ type cachedPerm struct {
 }
 
 func (c *writerCache) clear() {
-	c.lists, c.perms, c.yaps, c.audit = nil, nil, nil, nil
-}
-
-// auditSeq returns the last audit seq of a list; c may be nil (no cache).
-func (c *writerCache) auditSeq(ref string) (int64, bool) {
-	if c == nil {
-		return 0, false
-	}
-	seq, ok := c.audit[ref]
-	return seq, ok
-}
-
-// putAuditSeq records the last audit seq of a list; c may be nil.
-func (c *writerCache) putAuditSeq(ref string, seq int64) {
-	if c == nil {
-		return
-	}
-	if c.audit == nil || len(c.audit) >= maxCachedRows {
-		c.audit = map[string]int64{}
-	}
-	c.audit[ref] = seq
+	c.lists, c.perms, c.yaps = nil, nil, nil
 }
 
 // yapStored reports whether the yap row (listRef, id) was last written, as

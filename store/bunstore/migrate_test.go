@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -15,11 +14,10 @@ import (
 
 	"github.com/yaps-dev/yaps/store/bunstore"
 	"github.com/yaps-dev/yaps/store/storetest"
-	"github.com/yaps-dev/yaps/yaps"
 )
 
-// lastMigration is the newest migration both dialects have, which the
-// upgrade test undoes and runs again: its version and the table it creates.
+// lastMigration is the newest migration, which the upgrade test undoes and
+// runs again: its version and the table it creates.
 const lastMigration, lastMigrationTable = "20261122000006", "doc_clients"
 
 // failRecord fails the INSERT that records migration name (its context is
@@ -107,66 +105,4 @@ func TestMigrationRecordedWithItsChanges(t *testing.T) {
 			require.Equal(t, 1, records())
 		})
 	}
-}
-
-// The SQLite audit log moved to a table keyed by (list_ref, seq): the rows
-// of a database written before keep their seqs (global then, so increasing
-// per list with gaps), and each list's next entries follow its own last.
-func TestAuditPerListMigration(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "yaps.db")
-	s, err := bunstore.Open(ctx, "sqlite:"+path)
-	require.NoError(t, err)
-	now := time.Now()
-	for _, ref := range []string{"a", "b"} {
-		l := &yaps.List{Ref: ref, Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
-		require.NoError(t, s.CreateList(ctx, l, nil, []byte("u1"), nil))
-	}
-	require.NoError(t, s.Close())
-
-	// Back to the audit table as the previous release had it, with rows of
-	// both lists interleaved.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	for _, q := range []string{
-		`DROP TABLE audit`,
-		`CREATE TABLE audit (
-			seq INTEGER PRIMARY KEY, list_ref TEXT NOT NULL REFERENCES lists (ref), at INTEGER NOT NULL,
-			permission_id TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL, yap_id TEXT NOT NULL, detail TEXT NOT NULL)`,
-		`CREATE INDEX audit_list ON audit (list_ref, seq)`,
-		`INSERT INTO audit (seq, list_ref, at, permission_id, role, action, yap_id, detail) VALUES
-			(1, 'a', 1, 'p', 'owner', 'yap.create', 'y1', ''), (2, 'b', 2, 'p', 'owner', 'yap.create', 'y2', ''),
-			(3, 'a', 3, 'p', 'owner', 'yap.update', 'y1', ''), (7, 'b', 4, 'p', 'owner', 'yap.delete', 'y2', '')`,
-		`DELETE FROM yaps_migrations WHERE name LIKE '20261129000007%'`,
-	} {
-		_, err := db.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
-
-	s, err = bunstore.Open(ctx, "sqlite:"+path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	seqs := func(ref string) []int64 {
-		es, err := s.Audit(ctx, ref, 0, 100)
-		require.NoError(t, err)
-		var out []int64
-		for _, e := range es {
-			out = append(out, e.Seq)
-		}
-		return out
-	}
-	require.Equal(t, []int64{1, 3}, seqs("a"))
-	require.Equal(t, []int64{2, 7}, seqs("b"))
-	for _, ref := range []string{"a", "b", "a"} {
-		require.NoError(t, s.Update(ctx, ref, func(tx yaps.Tx) error {
-			return tx.AppendAudit(&yaps.AuditEntry{At: now, Action: "yap.update", YapID: "y"})
-		}))
-	}
-	require.Equal(t, []int64{1, 3, 4, 5}, seqs("a"))
-	require.Equal(t, []int64{2, 7, 8}, seqs("b"))
-	var indexes int
-	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'audit_list'`).Scan(&indexes))
-	require.Zero(t, indexes, "the old index went with its table")
 }

@@ -20,7 +20,7 @@ type queries struct {
 	insertPerm, permByHash, permsOfList, permOfList, permActive, revokePerm, activeOwners string
 	putYap, putYapData, yapByID, yapsPage, yapsPageLive, deleteYap, deletedBefore         string
 	insertAccount, accountByID, accountByHash                                             string
-	insertAudit, insertAuditSeq, lastAuditSeq, auditPage                                  string
+	insertAudit, insertAuditRowid, auditPage                                              string
 	insertIdem, idemByKey, deleteIdemBefore                                               string
 	listAuth                                                                              string
 	claimClient, clientWriter                                                             string
@@ -130,11 +130,8 @@ func buildQueries(pg bool) *queries {
 
 		insertAudit: `INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq`,
-		// SQLite: seq is the list's last + 1 (its audit table is keyed by
-		// (list_ref, seq), see its migration).
-		insertAuditSeq: `INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail, seq)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		lastAuditSeq: `SELECT COALESCE(MAX(seq), 0) FROM audit WHERE list_ref = $1`,
+		insertAuditRowid: `INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		auditPage: `SELECT seq, list_ref, at, permission_id, role, action, yap_id, detail FROM audit
 			WHERE list_ref = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 
@@ -198,7 +195,7 @@ func (q *queries) ptrs() []*string {
 		&q.insertPerm, &q.permByHash, &q.permsOfList, &q.permOfList, &q.permActive, &q.revokePerm, &q.activeOwners,
 		&q.putYap, &q.putYapData, &q.yapByID, &q.yapsPage, &q.yapsPageLive, &q.deleteYap, &q.deletedBefore,
 		&q.insertAccount, &q.accountByID, &q.accountByHash,
-		&q.insertAudit, &q.insertAuditSeq, &q.lastAuditSeq, &q.auditPage,
+		&q.insertAudit, &q.insertAuditRowid, &q.auditPage,
 		&q.insertIdem, &q.idemByKey, &q.deleteIdemBefore,
 		&q.listAuth,
 		&q.claimClient, &q.clientWriter,

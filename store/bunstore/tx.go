@@ -280,28 +280,12 @@ func (t *tx) AppendAudit(e *yaps.AuditEntry) error {
 	if t.s.pg {
 		return wrap(t.s.queryRow(t.ctx, t.tx, t.q.insertAudit, args...).Scan(&e.Seq), "append audit")
 	}
-	// SQLite: the list's last seq + 1, from the writer's cache when it has
-	// it (an Exec with the seq in hand skips RETURNING's result set).
-	var cache *writerCache
-	if t.tx.w != nil {
-		cache = &t.tx.w.cache
+	// SQLite: seq is the rowid; Exec skips RETURNING's result-set machinery.
+	res, err := t.s.exec(t.ctx, t.tx, t.q.insertAuditRowid, args...)
+	if err == nil {
+		e.Seq, err = res.LastInsertId()
 	}
-	last, ok := cache.auditSeq(t.start.Ref)
-	if !ok {
-		if err := t.s.queryRow(t.ctx, t.tx, t.q.lastAuditSeq, t.start.Ref).Scan(&last); err != nil {
-			return wrap(err, "append audit")
-		}
-	}
-	if cache != nil {
-		delete(cache.audit, t.start.Ref) // a rollback to the savepoint leaves no stale seq
-	}
-	seq := last + 1
-	if _, err := t.s.exec(t.ctx, t.tx, t.q.insertAuditSeq, append(args, seq)...); err != nil {
-		return wrap(err, "append audit")
-	}
-	e.Seq = seq
-	cache.putAuditSeq(t.start.Ref, seq)
-	return nil
+	return wrap(err, "append audit")
 }
 
 func (t *tx) PutIdempotency(r *yaps.IdempotencyRecord) error {
