@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,9 +137,17 @@ func runBenchSync(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	var results []syncResult
 	for _, w := range wls {
-		for _, name := range names {
-			var runs []syncResult
-			for round := 0; round < *rounds; round++ {
+		// The targets take turns, round by round, in an order reversed
+		// every other round: the machine's speed drifts over a run (other
+		// tenants of the host), and a target run in a block of its own
+		// would get whatever speed that block had.
+		runs := map[string][]syncResult{}
+		for round := 0; round < *rounds; round++ {
+			order := slices.Clone(names)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, name := range order {
 				r, err := syncOnce(ctx, cfg, name, w, opt)
 				if err != nil {
 					fmt.Fprintf(stderr, "bench sync: %s %s: %v\n", name, w, err)
@@ -150,12 +159,14 @@ func runBenchSync(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				if r.Unexpected > 0 {
 					fmt.Fprintf(stderr, "  warning: %s sent %d update frames without a marker (a compensating update?)\n", name, r.Unexpected)
 				}
-				runs = append(runs, r)
+				runs[name] = append(runs[name], r)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 			}
-			results = append(results, medianSyncResult(runs))
+		}
+		for _, name := range names {
+			results = append(results, medianSyncResult(runs[name]))
 		}
 	}
 
