@@ -1,6 +1,7 @@
 package yaps_test
 
 import (
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -258,5 +259,69 @@ func TestApplyUpdatesProjectsWhatTheLastUpdateLeft(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, page, 1)
 		require.Equal(t, "Brown Eggs (6)", page[0].Content)
+	})
+}
+
+// After every sync write, what the service projected equals reading the
+// document afresh: typing reads again only the members it changed
+// (rereadYap), and a random mix of edits, valid and not, must never leave
+// the projection behind the document.
+func TestSyncProjectionFollowsDoc(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner, y := milkList(t, e)
+		n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("note"), Tags: yaps.Set([]string{"a"})}, "", nil)
+		require.NoError(t, err)
+		editor := e.actor(owner, yaps.RoleEditor)
+		ref := owner.List.Ref
+		docs := []*yjs.Doc{docOf(t, e, owner), docOf(t, e, editor)}
+		actors := []*yaps.Actor{owner, editor}
+		rnd := rand.New(rand.NewPCG(1, 2))
+		edits := []func(d *yjs.Doc){
+			func(d *yjs.Doc) { tx := text(t, ymap(t, d, y.ID), "content"); tx.Insert(rnd.IntN(tx.Len()+1), "ab", nil) },
+			func(d *yjs.Doc) {
+				if tx := text(t, ymap(t, d, y.ID), "content"); tx.Len() > 1 {
+					tx.Delete(rnd.IntN(tx.Len()-1), 1)
+				}
+			},
+			func(d *yjs.Doc) { tx := text(t, ymap(t, d, n.ID), "body"); tx.Insert(tx.Len(), "x\n", nil) },
+			func(d *yjs.Doc) { tx := text(t, ymap(t, d, y.ID), "content"); tx.Insert(0, "\n", nil) }, // invalid: one line
+			func(d *yjs.Doc) { ymap(t, d, y.ID).Set("status", []string{"open", "done", "later"}[rnd.IntN(3)]) },
+			func(d *yjs.Doc) { v, _ := ymap(t, d, n.ID).Get("tags"); v.(*yjs.Array).Push([]any{"t"}) },
+			func(d *yjs.Doc) { v, _ := ymap(t, d, n.ID).Get("tags"); v.(*yjs.Array).Push([]any{float64(1)}) }, // invalid
+			func(d *yjs.Doc) {
+				if tx := text(t, ymap(t, d, n.ID), "body"); tx.Len() > 0 {
+					tx.Format(0, 1, map[string]any{"bold": true})
+				}
+			},
+		}
+		for round := range 60 {
+			var ups []yaps.ClientUpdate
+			for c := range docs {
+				if rnd.IntN(3) == 0 {
+					continue
+				}
+				var u []byte
+				unsub := docs[c].OnUpdate(func(b []byte, _ any) { u = b })
+				docs[c].Transact(func(*yjs.Transaction) { edits[rnd.IntN(len(edits))](docs[c]) }, nil)
+				unsub()
+				if u != nil {
+					ups = append(ups, yaps.ClientUpdate{Actor: actors[c], Update: u, Origin: c})
+				}
+			}
+			if len(ups) == 0 {
+				continue
+			}
+			for _, err := range e.svc.ApplyUpdates(e.ctx, ref, ups) {
+				require.NoError(t, err)
+			}
+			require.Empty(t, yaps.ViewMatchesDoc(e.svc, ref), "round %d", round)
+			// The clients catch up with each other and the server's fixes.
+			for c := range docs {
+				snap, _, err := e.svc.Snapshot(e.ctx, owner, nil)
+				require.NoError(t, err)
+				require.NoError(t, docs[c].ApplyUpdate(snap, nil))
+			}
+		}
 	})
 }

@@ -23,3 +23,24 @@ func HoldDoc(s *Service, ref string) (release func()) {
 
 // Poll runs one tick of the poller.
 func Poll(s *Service, ctx context.Context) { s.poll(ctx) }
+
+// ViewMatchesDoc reports, for ref's loaded document, the yaps where the
+// service's view (what it projected into the store) differs from reading
+// the document afresh.
+func ViewMatchesDoc(s *Service, ref string) (diffs []string) {
+	_ = s.withDoc(context.Background(), ref, func(e *docEntry) error {
+		fresh, _ := projectDoc(ref, e.doc)
+		for id, y := range fresh {
+			if v := e.view[id]; !sameYap(v, y) {
+				diffs = append(diffs, id)
+			}
+		}
+		for id := range e.view {
+			if fresh[id] == nil {
+				diffs = append(diffs, id)
+			}
+		}
+		return nil
+	})
+	return diffs
+}

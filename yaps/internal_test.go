@@ -10,6 +10,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/yaps/yjs"
 )
 
 func TestRoleTable(t *testing.T) {
@@ -326,4 +328,105 @@ func TestMutationHoldsBounded(t *testing.T) {
 	now = now.Add(time.Minute) // expired: dropped on the next look
 	_, held = s.mutationsHeld(a)
 	require.False(t, held)
+}
+
+// rereadYap reads again only the shared members an update changed; what
+// it returns must be what readYap reads, and it must decline whenever a
+// change was not inside one of those members.
+func TestRereadYapMatchesRead(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	title := "Trip"
+	prio := PriorityHigh
+	for _, tc := range []struct {
+		name  string
+		yap   Yap
+		setup func(m *yjs.Map) // before the yap is read, if set
+		edit  func(m *yjs.Map)
+		reads bool // rereadYap can tell
+	}{
+		{"insert into content", Yap{Kind: KindTask, Content: "Milk", Status: StatusOpen}, nil,
+			func(m *yjs.Map) { text(m, "content").Insert(4, " and bread", nil) }, true},
+		{"delete from content", Yap{Kind: KindTask, Content: "Milk and bread", Status: StatusOpen, Priority: &prio}, nil,
+			func(m *yjs.Map) { text(m, "content").Delete(0, 5) }, true},
+		{"format content", Yap{Kind: KindTask, Content: "Milk", Status: StatusOpen}, nil,
+			func(m *yjs.Map) { text(m, "content").Format(0, 2, map[string]any{"bold": true}) }, true},
+		{"note title and body", Yap{Kind: KindNote, Title: &title, Body: "pack", Tags: []string{"a"}}, nil,
+			func(m *yjs.Map) {
+				text(m, "title").Insert(0, "Ski ", nil)
+				text(m, "body").Insert(4, " boots", nil)
+			}, true},
+		{"push a tag", Yap{Kind: KindNote, Body: "x", Tags: []string{"a"}}, nil,
+			func(m *yjs.Map) { array(m, "tags").Push([]any{"b"}) }, true},
+		{"delete a tag", Yap{Kind: KindNote, Body: "x", Tags: []string{"a", "b"}}, nil,
+			func(m *yjs.Map) { array(m, "tags").Delete(0, 1) }, true},
+		{"a tag that is not a string", Yap{Kind: KindNote, Body: "x", Tags: []string{"a"}}, nil,
+			func(m *yjs.Map) { array(m, "tags").Push([]any{float64(1)}) }, true},
+		{"set a member", Yap{Kind: KindTask, Content: "Milk", Status: StatusOpen}, nil,
+			func(m *yjs.Map) { m.Set("status", "done") }, false},
+		{"remove the title", Yap{Kind: KindNote, Title: &title, Body: "x"}, nil,
+			func(m *yjs.Map) { m.Delete("title") }, false},
+		{"text and member", Yap{Kind: KindTask, Content: "Milk", Status: StatusOpen}, nil,
+			func(m *yjs.Map) {
+				text(m, "content").Insert(0, "Oat ", nil)
+				m.Set("status", "done")
+			}, false},
+		{"insert an embed", Yap{Kind: KindTask, Content: "Milk", Status: StatusOpen}, nil,
+			func(m *yjs.Map) { text(m, "content").InsertEmbed(0, yjs.NewMap(), nil) }, true},
+		{"inside an embed", Yap{Kind: KindTask, Content: "Milk", Status: StatusOpen},
+			func(m *yjs.Map) { text(m, "content").InsertEmbed(0, yjs.NewMap(), nil) },
+			func(m *yjs.Map) {
+				for _, op := range text(m, "content").ToDelta() {
+					if em, ok := op.Insert.(*yjs.Map); ok {
+						em.Set("k", "v")
+					}
+				}
+			}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := yjs.NewDoc()
+			y := tc.yap
+			y.ID, y.ListRef, y.CreatedAt, y.UpdatedAt = "y1", "L", now, now
+			d.GetMap(rootYaps).Set("y1", newYapMap(&y))
+			v, _ := d.GetMap(rootYaps).Get("y1")
+			m := v.(*yjs.Map)
+			if tc.setup != nil {
+				tc.setup(m)
+			}
+			old, err := readYap("L", "y1", m)
+			require.NoError(t, err)
+			var changed []any
+			unsub := d.OnAfterTransaction(func(tx *yjs.Transaction) {
+				for ct := range tx.Changed() {
+					changed = append(changed, ct)
+				}
+			})
+			d.Transact(func(*yjs.Transaction) { tc.edit(m) }, nil)
+			unsub()
+			want, wantErr := readYap("L", "y1", m)
+			got, ok, err := rereadYap(old, m, changed)
+			require.Equal(t, tc.reads, ok)
+			if !ok {
+				return
+			}
+			if wantErr != nil {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, sameYap(want, got), "reread %+v, read %+v", got, want)
+			require.Equal(t, want.Tags, got.Tags)
+		})
+	}
+}
+
+func text(m *yjs.Map, key string) *yjs.Text {
+	v, _ := m.Get(key)
+	return v.(*yjs.Text)
+}
+
+func array(m *yjs.Map, key string) *yjs.Array {
+	v, _ := m.Get(key)
+	return v.(*yjs.Array)
 }

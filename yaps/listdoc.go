@@ -154,9 +154,6 @@ func readYap(ref, key string, v any) (*Yap, error) {
 	}
 	var status, prio string
 	var prioP *string
-	if err := str("content", &y.Content); err != nil {
-		return nil, err
-	}
 	if err := str("status", &status); err != nil {
 		return nil, err
 	}
@@ -169,16 +166,51 @@ func readYap(ref, key string, v any) (*Yap, error) {
 		p := Priority(prio)
 		y.Priority = &p
 	}
-	if err := str("body", &y.Body); err != nil {
-		return nil, err
-	}
-	if err := optStr("title", &y.Title); err != nil {
-		return nil, err
-	}
 	if err := optStr("location", &y.Location); err != nil {
 		return nil, err
 	}
-	if tv, ok := m.Get("tags"); ok && tv != nil {
+	for _, k := range nestedMembers {
+		if err := readNestedMember(y, m, k); err != nil {
+			return nil, err
+		}
+	}
+	return y, nil
+}
+
+// nestedMembers are the members of a yap that R9 makes shared types
+// (Y.Text, Y.Array): an edit inside one changes that type, not the yap's
+// map.
+var nestedMembers = [...]string{"content", "title", "body", "tags"}
+
+// readNestedMember reads member key (one of nestedMembers) of m into y.
+func readNestedMember(y *Yap, m *yjs.Map, key string) error {
+	bad := func() error { return Errorf(EINVALID, "yap member %s has the wrong type", key) }
+	switch key {
+	case "content", "body":
+		s, _, ok := readString(m, key)
+		if !ok {
+			return bad()
+		}
+		if key == "content" {
+			y.Content = s
+		} else {
+			y.Body = s
+		}
+	case "title":
+		s, present, ok := readString(m, key)
+		if !ok {
+			return bad()
+		}
+		y.Title = nil
+		if present {
+			y.Title = &s
+		}
+	case "tags":
+		y.Tags = nil
+		tv, ok := m.Get("tags")
+		if !ok || tv == nil {
+			return nil
+		}
 		var items []any
 		switch x := tv.(type) {
 		case *yjs.Array:
@@ -186,17 +218,47 @@ func readYap(ref, key string, v any) (*Yap, error) {
 		case []any:
 			items = x
 		default:
-			return nil, bad("tags")
+			return bad()
 		}
 		for _, it := range items {
 			s, isStr := it.(string)
 			if !isStr {
-				return nil, bad("tags")
+				return bad()
 			}
 			y.Tags = append(y.Tags, s)
 		}
 	}
-	return y, nil
+	return nil
+}
+
+// rereadYap returns the yap the map m holds after an update that changed
+// only the shared types in changed, given old, what readYap read from m
+// before it: old with those members read again. It reports false when
+// some type in changed is not one of m's nested members (the map itself,
+// or a type deeper down): then only readYap can tell.
+func rereadYap(old *Yap, m *yjs.Map, changed []any) (*Yap, bool, error) {
+	var keys [len(nestedMembers)]bool
+	for _, t := range changed {
+		found := false
+		for i, k := range nestedMembers {
+			if v, ok := m.Get(k); ok && v == t {
+				keys[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			return nil, false, nil
+		}
+	}
+	y := copyYap(old)
+	for i, k := range nestedMembers {
+		if keys[i] {
+			if err := readNestedMember(y, m, k); err != nil {
+				return nil, true, err
+			}
+		}
+	}
+	return y, true, nil
 }
 
 // projectDoc reads every yap of the document. valid holds the yaps that

@@ -3,6 +3,7 @@ package yaps
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/yaps-dev/yaps/yaps/yjs"
@@ -403,17 +404,45 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	w.origins = append(w.origins, origin)
 
 	ids := ymKeys
+	var rootKeys []string // the yaps the update added, removed or replaced
 	if len(ymKeys) > 0 {
-		e.owners = nil // yaps added, removed or replaced
+		e.owners = nil
+		for id := range ymKeys {
+			rootKeys = append(rootKeys, id)
+		}
 	}
 	owners := e.ownerIndex() // as of after the update: new members of changed maps are found too
+	// The changed types below each yap, for rereadYap.
+	type ownedType struct {
+		id string
+		t  any
+	}
+	var inYaps []ownedType
 	for t := range changed {
 		if id, ok := owners[t]; ok {
 			ids[id] = true
+			inYaps = append(inYaps, ownedType{id, t})
 			if _, isMap := t.(*yjs.Map); isMap {
 				e.owners = nil // members may have been added or replaced
 			}
 		}
+	}
+	// readChanged reads the yap id from v: only the members the update
+	// changed when it edited nothing but shared types of a yap it did not
+	// replace (typing), else all of it.
+	readChanged := func(id string, v any, old *Yap) (*Yap, error) {
+		if m, isMap := v.(*yjs.Map); isMap && old != nil && !slices.Contains(rootKeys, id) {
+			var types []any
+			for _, o := range inYaps {
+				if o.id == id {
+					types = append(types, o.t)
+				}
+			}
+			if y, ok, err := rereadYap(old, m, types); ok {
+				return y, err
+			}
+		}
+		return readYap(e.ref, id, v)
 	}
 
 	now := w.s.now()
@@ -437,7 +466,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			}
 			continue
 		}
-		y, err := readYap(e.ref, id, v)
+		y, err := readChanged(id, v, old)
 		filled := false
 		if err == nil && old == nil && ValidYapID(id) {
 			// Fill in server members a client may leave out.
