@@ -278,7 +278,10 @@ func TestSyncProjectionFollowsDoc(t *testing.T) {
 		actors := []*yaps.Actor{owner, editor}
 		rnd := rand.New(rand.NewPCG(1, 2))
 		edits := []func(d *yjs.Doc){
-			func(d *yjs.Doc) { tx := text(t, ymap(t, d, y.ID), "content"); tx.Insert(rnd.IntN(tx.Len()+1), "ab", nil) },
+			func(d *yjs.Doc) {
+				tx := text(t, ymap(t, d, y.ID), "content")
+				tx.Insert(rnd.IntN(tx.Len()+1), "ab", nil)
+			},
 			func(d *yjs.Doc) {
 				if tx := text(t, ymap(t, d, y.ID), "content"); tx.Len() > 1 {
 					tx.Delete(rnd.IntN(tx.Len()-1), 1)
