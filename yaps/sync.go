@@ -330,10 +330,10 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 			foreignDel = tx.DeletedUnder(outside)
 		}
 		first = false
-		for t, keys := range tx.Changed() {
+		for _, t := range tx.ChangedTypes() {
 			changed[t] = true
 			if t == any(ym) {
-				for _, k := range keys {
+				for _, k := range tx.ChangedKeys(ym) {
 					if ks, ok := k.(string); ok {
 						ymKeys[ks] = true
 					}

@@ -252,6 +252,18 @@ func (tx *Transaction) Changed() map[any][]any {
 	return out
 }
 
+// ChangedTypes returns the changed shared types, as the keys of Changed
+// without building their key lists.
+func (tx *Transaction) ChangedTypes() []any {
+	out := make([]any, 0, len(tx.changed))
+	for i := range tx.changed {
+		if cs := &tx.changed[i]; !cs.removed {
+			out = append(out, cs.t.public())
+		}
+	}
+	return out
+}
+
 // ChangedKeys returns the changed keys of type t (see Changed), or nil.
 func (tx *Transaction) ChangedKeys(t any) []any {
 	if cs := tx.changeSetOf(publicTypeBase(t)); cs != nil && !cs.removed {

@@ -424,12 +424,13 @@ func TestTransactionChangesAndEvents(t *testing.T) {
 	m.Set("inner", inner)
 
 	var changed map[any][]any
+	var types []any
 	var local bool
 	var origin any
 	var txDelta []yjs.Delta
 	var txKeys map[string]yjs.KeyChange
 	doc.OnAfterTransaction(func(tx *yjs.Transaction) {
-		changed, local, origin = tx.Changed(), tx.Local(), tx.Origin()
+		changed, types, local, origin = tx.Changed(), tx.ChangedTypes(), tx.Local(), tx.Origin()
 		txDelta, txKeys = tx.Delta(txt), tx.Keys(m)
 	})
 	var events []*yjs.Event
@@ -447,6 +448,7 @@ func TestTransactionChangesAndEvents(t *testing.T) {
 	require.Equal(t, []any{"a"}, changed[m])
 	require.Equal(t, []any{"x"}, changed[inner])
 	require.Equal(t, []any{nil}, changed[txt])
+	require.ElementsMatch(t, []any{m, inner, txt}, types, "ChangedTypes: the keys of Changed")
 	require.Equal(t, []yjs.Delta{{Insert: "hi"}}, textDelta)
 	require.Equal(t, textDelta, txDelta)
 	require.Equal(t, map[string]yjs.KeyChange{"a": {Action: "add"}}, txKeys)
