@@ -430,3 +430,31 @@ func array(m *yjs.Map, key string) *yjs.Array {
 	v, _ := m.Get(key)
 	return v.(*yjs.Array)
 }
+
+// What CreateYap hands commit instead of reading the new yap back
+// (projected) is what readYap reads from the map newYapMap writes, for
+// every kind and member.
+func TestProjectedMatchesRead(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 12, 0, 0, 123_000_000, time.UTC)
+	later := now.Add(time.Hour)
+	title, loc := "Trip", "Oslo"
+	prio := PriorityUrgent
+	for _, y := range []Yap{
+		{Kind: KindTask, Content: "Milk", Status: StatusOpen},
+		{Kind: KindTask, Content: "", Status: StatusDone, Priority: &prio, DueAt: &later, Tags: []string{"a", "b"}},
+		{Kind: KindTask, Content: "x", Status: StatusOpen, Tags: []string{}},
+		{Kind: KindNote, Body: "pack\\nboots", Title: &title, Tags: []string{"trip"}},
+		{Kind: KindNote, Body: ""},
+		{Kind: KindEvent, Title: &title, StartsAt: &now, EndsAt: &later, Location: &loc},
+	} {
+		y.ID, y.ListRef, y.CreatedAt, y.UpdatedAt = "y1", "L", now, now
+		require.NoError(t, ValidateYap(&y))
+		d := yjs.NewDoc()
+		d.GetMap(rootYaps).Set("y1", newYapMap(&y))
+		v, _ := d.GetMap(rootYaps).Get("y1")
+		read, err := readYap("L", "y1", v)
+		require.NoError(t, err)
+		require.Equal(t, read, projected(&y), "%s", y.Kind)
+	}
+}

@@ -57,6 +57,9 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 		ym := w.doc.GetMap(rootYaps)
 		w.edit(func() { ym.Set(y.ID, newYapMap(y)) }, nil)
 		w.touch(y.ID)
+		// The document holds y now, as readYap would read it back (a
+		// validated yap, times at the millisecond): commit need not.
+		w.valid = map[string]*Yap{y.ID: projected(y)}
 		w.auditf("yap.create", y.ID, string(kind))
 		if idemKey != "" {
 			body, err := s.cfg.Render(y)
@@ -77,6 +80,16 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 		return nil, nil, err
 	}
 	return copyYap(y), nil, nil
+}
+
+// projected is y as readYap reads it back from newYapMap(y): a copy, with
+// no tags as nil.
+func projected(y *Yap) *Yap {
+	p := copyYap(y)
+	if len(p.Tags) == 0 {
+		p.Tags = nil
+	}
+	return p
 }
 
 // current returns the yap id as the document holds it, or ENOTFOUND (also
