@@ -90,13 +90,18 @@ func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 		}
 		return nil, errInvalid("the request body must be a JSON object")
 	}
-	// The common case, one valid object, in one pass; anything else takes
-	// the decoder below, whose errors say what is wrong.
+	// The common case, one valid object, in one pass (scan.go); anything
+	// else takes the decoder below, whose errors say what is wrong.
+	if m, dup, ok := scanObject(trimmed); ok {
+		if dup {
+			return nil, errDuplicateMember()
+		}
+		o.m = m
+		return o, nil
+	}
 	if json.Unmarshal(trimmed, &o.m) == nil {
 		if members(trimmed) != len(o.m) {
-			// encoding/json keeps the last of a repeated member; a proxy or
-			// a log in front may read the first, so neither is guessed.
-			return nil, errInvalid("a member of the JSON object appears more than once")
+			return nil, errDuplicateMember()
 		}
 		return o, nil
 	}
@@ -112,6 +117,13 @@ func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 		o.m = map[string]json.RawMessage{}
 	}
 	return o, nil
+}
+
+// errDuplicateMember refuses an object that repeats a member: encoding/json
+// keeps the last, a proxy or a log in front may read the first, so neither
+// is guessed.
+func errDuplicateMember() error {
+	return errInvalid("a member of the JSON object appears more than once")
 }
 
 // members counts the members of the JSON object b, which is valid JSON,
@@ -239,9 +251,11 @@ func (o *object) text(name string, mode textMode) (yaps.Field[string], error) {
 	if isNull(v) {
 		return yaps.Null[string](), nil
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return yaps.Field[string]{}, errInvalid("%s must be a string", name)
+	s, plain := plainJSONString(v)
+	if !plain {
+		if err := json.Unmarshal(v, &s); err != nil {
+			return yaps.Field[string]{}, errInvalid("%s must be a string", name)
+		}
 	}
 	if err := checkText(name, s, mode); err != nil {
 		return yaps.Field[string]{}, err
