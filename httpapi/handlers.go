@@ -388,8 +388,8 @@ func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *raw
 	// kind the body names, if it names one.
 	scopeKind := kind
 	if raw, ok := o.m["kind"]; ok {
-		var k string
-		if json.Unmarshal(raw, &k) == nil {
+		k, plain := plainJSONString(raw)
+		if plain || json.Unmarshal(raw, &k) == nil {
 			scopeKind = yaps.Kind(k)
 		}
 	}
@@ -407,7 +407,11 @@ func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *raw
 	if err != nil {
 		return st.errorOut(err)
 	}
-	y, replay, err := s.svc.CreateYap(ctx, a, kind, f, key, bodyHash(body))
+	var hash []byte // identifies the request for an Idempotency-Key's replay
+	if key != "" {
+		hash = bodyHash(body)
+	}
+	y, replay, err := s.svc.CreateYap(ctx, a, kind, f, key, hash)
 	if err != nil {
 		return st.errorOut(err)
 	}
