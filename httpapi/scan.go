@@ -111,47 +111,35 @@ func (s *scanner) value(depth int) bool {
 	switch c := s.b[s.i]; {
 	case c == '"':
 		return s.str()
-	case c == '{':
+	case c == '{' || c == '[':
+		end, object := byte(']'), c == '{'
+		if object {
+			end = '}'
+		}
 		s.i++
 		s.ws()
-		if s.byte('}') {
+		if s.byte(end) {
 			return true
 		}
 		for {
 			s.ws()
-			if !s.str() {
-				return false
+			if object {
+				if !s.str() {
+					return false
+				}
+				s.ws()
+				if !s.byte(':') {
+					return false
+				}
+				s.ws()
 			}
-			s.ws()
-			if !s.byte(':') {
-				return false
-			}
-			s.ws()
 			if !s.value(depth + 1) {
 				return false
 			}
 			s.ws()
-			if s.byte(',') {
-				continue
+			if !s.byte(',') {
+				return s.byte(end)
 			}
-			return s.byte('}')
-		}
-	case c == '[':
-		s.i++
-		s.ws()
-		if s.byte(']') {
-			return true
-		}
-		for {
-			s.ws()
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.ws()
-			if s.byte(',') {
-				continue
-			}
-			return s.byte(']')
 		}
 	case c == 't':
 		return s.literal("true")

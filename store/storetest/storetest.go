@@ -37,7 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"DocLog", testDocLog},
 		{"Compaction", testCompaction},
 		{"Rollback", testRollback},
-		{"ReplayableUpdates", testReplayableUpdates},
+		{"FailingWrites", testFailingWrites},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"CompactionDuringWrites", testCompactionDuringWrites},
 		{"ListsByAccount", testListsByAccount},
@@ -700,14 +700,29 @@ func testRollback(t *testing.T, s yaps.Store) {
 	appendN(t, s, f.list.Ref, 2, 2)
 }
 
-// testReplayableUpdates runs concurrent UpdateReplayable writers to a few
-// lists, some of which fail before writing, after writing, or panic after
-// writing: exactly the writes that succeeded are stored, each once, however
-// often the store ran their fn.
-func testReplayableUpdates(t *testing.T, s yaps.Store) {
+// testFailingWrites runs concurrent writers to a few lists, through Update
+// and through UpdateReplayable, some of which fail before writing, after
+// writing, or panic after writing: exactly the writes that succeeded are
+// stored, each once, however the store batched them and however often it
+// ran their fn (a store that commits writers together, as bunstore's
+// SQLite does, must keep a failing write's rows out of the others'
+// transaction).
+func testFailingWrites(t *testing.T, s yaps.Store) {
 	ru, ok := s.(yaps.ReplayableUpdater)
 	require.True(t, ok, "the store implements yaps.ReplayableUpdater")
-	const lists, writers, rounds = 4, 12, 12
+	for _, how := range []struct {
+		name   string
+		update func(ctx context.Context, ref string, fn func(yaps.Tx) error) error
+	}{{"Update", s.Update}, {"UpdateReplayable", ru.UpdateReplayable}} {
+		t.Run(how.name, func(t *testing.T) {
+			t.Parallel()
+			failingWrites(t, s, how.update)
+		})
+	}
+}
+
+func failingWrites(t *testing.T, s yaps.Store, update func(ctx context.Context, ref string, fn func(yaps.Tx) error) error) {
+	const lists, writers, rounds = 4, 16, 16
 	var fs [lists]fixture
 	for i := range fs {
 		fs[i] = newList(t, s, base)
@@ -732,7 +747,7 @@ func testReplayableUpdates(t *testing.T, s yaps.Store) {
 							err = boom
 						}
 					}()
-					err = ru.UpdateReplayable(ctx, f.list.Ref, func(tx yaps.Tx) error {
+					err = update(ctx, f.list.Ref, func(tx yaps.Tx) error {
 						if mode == 0 {
 							return boom
 						}

@@ -819,6 +819,20 @@ func (e *testEnv) waitQueued(t *testing.T, ref string, n int) {
 	}, 5*time.Second, time.Millisecond)
 }
 
+// queueBehindHeld has first write the update {1} to L1 and holds its batch
+// in the store (gate); then each of then writes {2}, {3}, ... in turn, into
+// the room's queue; then it releases the store.
+func queueBehindHeld(t *testing.T, e *testEnv, gate chan struct{}, first *client, then ...*client) {
+	t.Helper()
+	first.write(AppendUpdate(nil, []byte{1}))
+	e.waitBatches(t, 1)
+	for i, c := range then {
+		c.write(AppendUpdate(nil, []byte{byte(2 + i)}))
+		e.waitQueued(t, "L1", i+1)
+	}
+	close(gate)
+}
+
 // Updates that arrive while the room's previous batch is being stored are
 // applied in one service call, and every connection gets them in order.
 func TestUpdatesBatchedPerRoom(t *testing.T) {
@@ -828,14 +842,8 @@ func TestUpdatesBatchedPerRoom(t *testing.T) {
 	b := e.dial(t, "L1", "editor")
 	c := e.dial(t, "L1", "agent")
 
-	a.write(AppendUpdate(nil, []byte{1}))
-	e.waitBatches(t, 1)
 	// The first batch is held in the store; two more clients write.
-	b.write(AppendUpdate(nil, []byte{2}))
-	e.waitQueued(t, "L1", 1)
-	c.write(AppendUpdate(nil, []byte{3}))
-	e.waitQueued(t, "L1", 2)
-	close(gate)
+	queueBehindHeld(t, e, gate, a, b, c)
 
 	for _, cl := range []*client{a, b, c} {
 		for _, want := range []byte{1, 2, 3} {
@@ -868,13 +876,7 @@ func TestBusyRoomGathersWriters(t *testing.T) {
 			b := e.dial(t, "L1", "editor")
 			c := e.dial(t, "L1", "owner")
 
-			a.write(AppendUpdate(nil, []byte{1}))
-			e.waitBatches(t, 1)
-			b.write(AppendUpdate(nil, []byte{2}))
-			e.waitQueued(t, "L1", 1)
-			c.write(AppendUpdate(nil, []byte{3}))
-			e.waitQueued(t, "L1", 2)
-			close(gate)
+			queueBehindHeld(t, e, gate, a, b, c)
 			if tc.batchWait > 0 {
 				// The room is busy now and a wrote in its last batch: its
 				// worker holds b's and c's updates for a's next one.
