@@ -33,10 +33,13 @@ func scanObject(b []byte) (m map[string]json.RawMessage, dup, ok bool) {
 	for {
 		s.ws()
 		start := s.i
-		if !s.plainString() {
+		if !s.str() {
 			return nil, false, false
 		}
-		name := string(b[start+1 : s.i-1])
+		name, plain := plainJSONString(b[start:s.i])
+		if !plain {
+			return nil, false, false
+		}
 		s.ws()
 		if !s.byte(':') {
 			return nil, false, false
@@ -83,24 +86,6 @@ func (s *scanner) ws() {
 			return
 		}
 	}
-}
-
-// plainString reads a string without escapes or control characters.
-func (s *scanner) plainString() bool {
-	if !s.byte('"') {
-		return false
-	}
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			return true
-		case c == '\\' || c < 0x20:
-			return false
-		}
-		s.i++
-	}
-	return false
 }
 
 // value reads one JSON value.

@@ -27,7 +27,7 @@ import (
 // Writes the service prepared ahead (UpdateReplayable) can run again from
 // the start with the same effect, and nearly always succeed; a batch made
 // only of such writes therefore runs without savepoints (the create-yap
-// benchmark: 7% more requests per second, 9% less CPU per request). One
+// benchmark: 6-7% more requests per second, 4-9% less CPU per request). One
 // that fails before it wrote anything (a stale list row, a revoked code)
 // leaves nothing to undo. One that fails after writing rolls the whole
 // batch back, and the batch runs again, each write in its savepoint.
@@ -228,16 +228,16 @@ func (s *Store) call(r *writeReq, w *writer) (wrote bool) {
 	t := &wtx{w: w}
 	done := false
 	defer func() {
+		wrote = t.wrote
 		if !done {
 			if p := recover(); p != nil {
 				r.panicked, r.panicVal = true, p
 			}
-			wrote = t.wrote
 		}
 	}()
 	r.err = r.fn(t)
 	done = true
-	return t.wrote
+	return
 }
 
 // cancelled reports whether r's context is done, which is then its error.
