@@ -888,7 +888,9 @@ func spawnTarget(ctx context.Context, cfg benchHTTPConfig, target, tmp string, s
 	case targetPocketBase:
 		bin = cfg.pbBin
 		if bin == "" {
-			bin = filepath.Join(tmp, "pocketbase")
+			// Not tmp/pocketbase: that is the target's data directory
+			// (made above), and go build -o would put the binary inside it.
+			bin = filepath.Join(tmp, "pocketbase.bin")
 			fmt.Fprintf(stderr, "bench: building PocketBase from %s (first build takes minutes)\n", cfg.pbSrc)
 			b := exec.CommandContext(ctx, "go", "build", "-C", cfg.pbSrc, "-o", bin, ".")
 			b.Stdout, b.Stderr = stderr, stderr

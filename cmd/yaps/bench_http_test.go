@@ -8,12 +8,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestBenchPercentile(t *testing.T) {
@@ -346,4 +349,25 @@ func TestBenchPermutation(t *testing.T) {
 	if got := permutation(0, 0); len(got) != 0 {
 		t.Errorf("permutation(0, 0) = %v", got)
 	}
+}
+
+// TestSpawnPocketBase builds and starts the peer as a plain bench run does
+// (no --pocketbase-bin): the build must not land inside the target's data
+// directory, as it once did (exec then failed with "permission denied").
+func TestSpawnPocketBase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds PocketBase")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := benchHTTPConfig{pbSrc: filepath.Join("..", "..", "bench", "pocketbase"), startTimeout: time.Minute}
+	var log bytes.Buffer
+	s, err := spawnTarget(ctx, cfg, targetPocketBase, t.TempDir(), &log)
+	require.NoError(t, err, log.String())
+	defer s.stop(io.Discard)
+	res, err := http.Get(s.base + "/api/health")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
 }
