@@ -567,14 +567,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		if err != nil {
 			fixes = append(fixes, func() { writeList(d, beforeList) })
 		} else {
-			switch {
-			case lf.ArchivedAt != nil && beforeList.ArchivedAt == nil:
-				audit("list.archive", "") // as over HTTP
-			case lf.ArchivedAt == nil && beforeList.ArchivedAt != nil:
-				audit("list.unarchive", "")
-			case listFieldsChanged(lf, beforeList):
-				audit("list.update", "")
-			}
+			auditListChange(beforeList, lf, func(action string) { audit(action, "") }) // as over HTTP
 			if w.batch != nil {
 				w.batch.list = &lf
 			}
