@@ -60,8 +60,11 @@ func TestListPatchAudit(t *testing.T) {
 }
 
 // Sync writes are audited as HTTP's: an update that archives the list and
-// renames it is list.update and list.archive. (Over sync an archived list
-// takes no write, so there is no unarchive to combine.)
+// renames it is list.update and list.archive, and a yap that arrives
+// already soft-deleted is yap.create and yap.delete, as creating it and
+// deleting it over HTTP would be. (Over sync an archived list takes no
+// write, so there is no unarchive to combine.) The yap-mutation budget is
+// charged for each, as for the HTTP requests.
 func TestSyncAuditCombined(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -77,26 +80,50 @@ func TestSyncAuditCombined(t *testing.T) {
 			lm.Set("title", "Renamed")
 			lm.Set("archivedAt", yaps.FormatTime(e.clock.Now()))
 		}, []string{"list.update", "list.archive"}},
+		{"created deleted", func(t *testing.T, e *env, d *yjs.Doc) {
+			m := yjs.NewMap()
+			d.GetMap("yaps").Set("gone", m)
+			m.Set("id", "gone")
+			m.Set("kind", "task")
+			m.Set("status", "open")
+			m.Set("content", yjs.NewText("x"))
+			m.Set("deletedAt", yaps.FormatTime(e.clock.Now()))
+		}, []string{"yap.create gone", "yap.delete gone"}},
+		{"created live", func(t *testing.T, e *env, d *yjs.Doc) {
+			m := yjs.NewMap()
+			d.GetMap("yaps").Set("live", m)
+			m.Set("id", "live")
+			m.Set("kind", "task")
+			m.Set("status", "open")
+			m.Set("content", yjs.NewText("x"))
+		}, []string{"yap.create live"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			lim := &budgetLimiter{limit: 100, used: map[string]int{}}
+			e := newEnv(t, func(c *yaps.Config) { c.Limiter = lim })
 			owner := e.list()
 			ed := e.actor(owner, yaps.RoleEditor)
+			ed.ClientIP = "192.0.2.7"
 			p := newPeer(t, e, ed)
 			base := len(auditLog(t, e, owner))
 			require.NoError(t, p.send(func(d *yjs.Doc) { tc.edit(t, e, d) }))
 			var got []string
+			yapEntries := 0
 			for _, r := range auditRows(t, e, owner, base) {
 				require.Equal(t, ed.Permission.ID, r.perm)
 				require.Equal(t, "sync", r.detail)
 				s := r.action
 				if r.yap != "" {
 					s += " " + r.yap
+					yapEntries++
 				}
 				got = append(got, s)
 			}
 			require.Equal(t, tc.want, got)
+			// The sync budget charges what the log records (R8).
+			takes, _ := lim.counts()
+			require.Equal(t, yapEntries, takes)
 		})
 	}
 }

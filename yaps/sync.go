@@ -511,6 +511,11 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 				switch {
 				case old == nil:
 					mutate("yap.create", id)
+					if y.DeletedAt != nil {
+						// Created deleted: both, as creating it and
+						// deleting it over HTTP would be.
+						mutate("yap.delete", id)
+					}
 				case y.DeletedAt != nil && old.DeletedAt == nil:
 					mutate("yap.delete", id) // as over HTTP, never merged with edits
 				case y.DeletedAt == nil && old.DeletedAt != nil:
