@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"DeletedYapsBefore", testDeletedYapsBefore},
 		{"ReturnedValuesAreCopies", testCopies},
 		{"CanceledContext", testCanceledContext},
+		{"CanceledBeforeCommit", testCanceledBeforeCommit},
 		{"ClaimClients", testClaimClients},
 		{"ListVersions", testListVersions},
 	}
@@ -225,6 +226,62 @@ func testCanceledContext(t *testing.T, s yaps.Store) {
 	d, err := s.Doc(ctx, f.list.Ref, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), d.LastSeq, "a canceled Update writes nothing")
+}
+
+// A context cancelled after fn's last statement, before the commit, ends
+// the Update either committed (nil) or with the context's error and
+// nothing stored: never another error, which the service would report as
+// a fault of its own (EINTERNAL, HTTP 500) instead of a client that went
+// away. An fn that appends an update is followed by the store's own write
+// of the list row; one that only appends an audit entry, by the commit.
+func testCanceledBeforeCommit(t *testing.T, s yaps.Store) {
+	for _, tc := range []struct {
+		name   string
+		update bool          // fn appends a document update too
+		pause  time.Duration // after the cancel, before fn returns
+	}{
+		{"update", true, 0},
+		{"audit", false, 0},
+		// database/sql rolls a transaction back once its context ends.
+		{"update after a pause", true, 50 * time.Millisecond},
+		{"audit after a pause", false, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 3 {
+				f := newList(t, s, base)
+				cctx, cancel := context.WithCancel(ctx)
+				err := s.Update(cctx, f.list.Ref, func(tx yaps.Tx) error {
+					if tc.update {
+						if _, err := tx.AppendUpdate([]byte("u2")); err != nil {
+							return err
+						}
+					}
+					if err := tx.AppendAudit(&yaps.AuditEntry{At: at(1), Action: "yap.create"}); err != nil {
+						return err
+					}
+					cancel()
+					time.Sleep(tc.pause)
+					return nil
+				})
+				cancel()
+				d, derr := s.Doc(ctx, f.list.Ref, 0)
+				require.NoError(t, derr)
+				audit, aerr := s.Audit(ctx, f.list.Ref, 0, 10)
+				require.NoError(t, aerr)
+				wantSeq := int64(1)
+				if err == nil && tc.update {
+					wantSeq = 2
+				}
+				require.Equal(t, wantSeq, d.LastSeq)
+				if err == nil {
+					require.Len(t, audit, 1, "committed")
+					continue
+				}
+				require.ErrorIs(t, err, context.Canceled, "a cancelled commit is the context's error")
+				require.Empty(t, audit, "not committed, nothing stored")
+			}
+		})
+	}
 }
 
 func testTimes(t *testing.T, s yaps.Store) {
