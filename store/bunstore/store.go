@@ -315,7 +315,12 @@ func (s *Store) Yaps(ctx context.Context, listRef string, q yaps.YapQuery) ([]*y
 
 // Doc implements yaps.Store.
 func (s *Store) Doc(ctx context.Context, listRef string, afterSeq int64) (*yaps.DocLog, error) {
-	rows, err := s.query(ctx, nil, s.q.docHeaderAndUpdates, listRef, afterSeq)
+	return s.doc(ctx, nil, listRef, afterSeq)
+}
+
+// doc is Doc, inside tx when not nil.
+func (s *Store) doc(ctx context.Context, tx *wtx, listRef string, afterSeq int64) (*yaps.DocLog, error) {
+	rows, err := s.query(ctx, tx, s.q.docHeaderAndUpdates, listRef, afterSeq)
 	if err != nil {
 		return nil, wrap(err, "doc")
 	}

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"YapsPaging", testYapsPaging},
 		{"DocLog", testDocLog},
 		{"Compaction", testCompaction},
+		{"TxDoc", testTxDoc},
 		{"Rollback", testRollback},
 		{"FailingWrites", testFailingWrites},
 		{"ConcurrentUpdates", testConcurrentUpdates},
@@ -226,6 +227,44 @@ func testCanceledContext(t *testing.T, s yaps.Store) {
 	d, err := s.Doc(ctx, f.list.Ref, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), d.LastSeq, "a canceled Update writes nothing")
+}
+
+// testTxDoc checks yaps.DocTx, for stores whose Tx implements it (all of
+// this project's do): inside a transaction Doc is Store.Doc from the start,
+// at the version of the row the transaction locked, and a compaction waits
+// for the transaction (it could otherwise fold the log the service just
+// read into a state behind its back).
+func testTxDoc(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)
+	ref := f.list.Ref
+	appendN(t, s, ref, 2, 6)
+	require.NoError(t, s.CompactDoc(ctx, ref, 3, []byte("state3")))
+	want := &yaps.DocLog{State: []byte("state3"), StateSeq: 3, Updates: updates(4, 6), LastSeq: 6}
+	compacted := make(chan error, 1)
+	update(t, s, ref, func(tx yaps.Tx) error {
+		dt, ok := tx.(yaps.DocTx)
+		if !ok {
+			t.Skip("the store's Tx does not implement yaps.DocTx")
+		}
+		d, err := dt.Doc()
+		require.NoError(t, err)
+		require.Equal(t, want, d)
+		require.Equal(t, d.LastSeq, tx.List().DocVersion)
+		go func() { compacted <- s.CompactDoc(ctx, ref, 6, []byte("state6")) }()
+		select {
+		case err := <-compacted:
+			t.Fatalf("a compaction ran inside the transaction: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		d, err = dt.Doc()
+		require.NoError(t, err)
+		require.Equal(t, want, d)
+		return nil
+	})
+	require.NoError(t, <-compacted)
+	d, err := s.Doc(ctx, ref, 0)
+	require.NoError(t, err)
+	require.Equal(t, &yaps.DocLog{State: []byte("state6"), StateSeq: 6, LastSeq: 6}, d)
 }
 
 // A context cancelled after fn's last statement, before the commit, ends
