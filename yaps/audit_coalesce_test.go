@@ -1,6 +1,7 @@
 package yaps_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -110,4 +111,60 @@ func TestAuditCoalesceDisabled(t *testing.T) {
 	}
 	row := auditRow{"yap.update", owner.Permission.ID, y.ID, "sync"}
 	require.Equal(t, []auditRow{row, row, row}, auditRows(t, e, owner, base))
+}
+
+// Coalescing never holds an entry back: the first sync edit of a window is
+// recorded with its own write, and the later ones are left out because
+// that entry stands for them. So evicting the document (which forgets when
+// each run was last recorded) loses no entry; the next edit after an
+// eviction is recorded again. Every edit has an entry of its code and yap
+// at most AuditCoalesce before it.
+func TestAuditCoalesceSurvivesEviction(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		mod   func(*yaps.Config)
+		evict bool
+	}{
+		{"cached", func(*yaps.Config) {}, false},
+		{"evicted after each write", func(c *yaps.Config) {
+			c.DocCacheMemory = 1               // over budget once released...
+			c.DocIdleTimeout = time.Nanosecond // ...and no longer watched by sync
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.mod)
+			owner := e.list()
+			y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("a"), "", nil)
+			require.NoError(t, err)
+			base := len(auditLog(t, e, owner))
+			p := newPeer(t, e, owner)
+			loads := yaps.DocLoads(e.svc)
+			var edits []time.Time
+			for _, gap := range []time.Duration{0, time.Second, 5 * time.Second, 5 * time.Second, time.Second} {
+				e.clock.Advance(gap)
+				require.NoError(t, p.send(func(d *yjs.Doc) {
+					tx := text(t, ymap(t, d, y.ID), "content")
+					tx.Insert(tx.Len(), "x", nil)
+				}))
+				p.sync()
+				edits = append(edits, e.clock.Now())
+			}
+			if tc.evict {
+				require.GreaterOrEqual(t, yaps.DocLoads(e.svc)-loads, int64(len(edits)), "the document was not evicted between edits")
+			}
+			entries := auditLog(t, e, owner)[base:]
+			for _, at := range edits {
+				covered := slices.ContainsFunc(entries, func(a *yaps.AuditEntry) bool {
+					return a.Action == "yap.update" && a.YapID == y.ID && a.PermissionID == owner.Permission.ID &&
+						!a.At.After(at) && at.Sub(a.At) < 10*time.Second
+				})
+				require.True(t, covered, "the edit at %s has no entry", at)
+			}
+			if !tc.evict {
+				require.Len(t, entries, 2, "coalesced: the edits at 0-6 s, then at 11-12 s")
+			}
+		})
+	}
 }

@@ -322,11 +322,16 @@ func (e *docEntry) ownerIndex() map[any]string {
 // the new state is emitted as an EventDocUpdate, so sync rooms holding the
 // old state learn what other processes wrote.
 func (s *Service) load(ctx context.Context, e *docEntry) error {
-	s.loads.Add(1)
 	dl, err := s.cfg.Store.Doc(ctx, e.ref, 0)
 	if err != nil {
 		return err
 	}
+	return s.loadLog(e, dl)
+}
+
+// loadLog is load of the document dl holds.
+func (s *Service) loadLog(e *docEntry, dl *DocLog) error {
+	s.loads.Add(1)
 	d := yjs.NewDoc()
 	if dl.State != nil {
 		if err := d.ApplyUpdate(dl.State, nil); err != nil {

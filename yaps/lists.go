@@ -194,15 +194,7 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 			w.shrink = !listFieldsChanged(lf, only)
 		}
 		w.edit(func() { writeList(w.doc, lf) }, nil)
-		action := "list.update"
-		switch {
-		case lf.ArchivedAt != nil && w.e.list.ArchivedAt == nil:
-			action = "list.archive"
-		case lf.ArchivedAt == nil && w.e.list.ArchivedAt != nil:
-			action = "list.unarchive"
-		}
-		archiving = action != "list.update"
-		w.auditf(action, "", "")
+		archiving = auditListChange(w.e.list, lf, func(action string) { w.auditf(action, "", "") })
 		out = &w.list
 		return nil
 	})
@@ -214,6 +206,27 @@ func (s *Service) UpdateList(ctx context.Context, a *Actor, p ListPatch, ifMatch
 	}
 	cp := *out
 	return &cp, nil
+}
+
+// auditListChange records the change of the list's fields from old to lf
+// as the separate requests making it would be (R5: every change has its
+// entry): list.update for the title or kind, and list.archive after it or
+// list.unarchive before it, since each is allowed only while the list is
+// writable. It reports whether the archive state changed.
+func auditListChange(old, lf listFields, audit func(action string)) (archiving bool) {
+	archive := lf.ArchivedAt != nil && old.ArchivedAt == nil
+	unarchive := lf.ArchivedAt == nil && old.ArchivedAt != nil
+	if unarchive {
+		audit("list.unarchive")
+	}
+	// (A new time on a list that stays archived is an update too.)
+	if lf.Title != old.Title || lf.Kind != old.Kind || (!archive && !unarchive && listFieldsChanged(lf, old)) {
+		audit("list.update")
+	}
+	if archive {
+		audit("list.archive")
+	}
+	return archive || unarchive
 }
 
 // publishListRow has every other process forget what its auth cache holds

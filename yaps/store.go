@@ -162,6 +162,16 @@ type PermissionActiveTx interface {
 	PermissionActive(id string) (found, active bool, err error)
 }
 
+// DocTx is an optional interface of a Tx: Doc returns the list's document
+// as Store.Doc(ctx, ref, 0) would, read inside the transaction, where the
+// list's write lock keeps other writers and compactions out. A write whose
+// cached document another process's compaction overtook reloads it; its
+// last try reloads through Doc, so no timing of other processes can make
+// it give up.
+type DocTx interface {
+	Doc() (*DocLog, error)
+}
+
 // PreparedWriter is an optional interface of a Store: it applies a write
 // that the service prepared before any transaction (see writeahead.go) as
 // one statement pipeline, where Update's callback would make a round trip

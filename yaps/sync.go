@@ -511,6 +511,11 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 				switch {
 				case old == nil:
 					mutate("yap.create", id)
+					if y.DeletedAt != nil {
+						// Created deleted: both, as creating it and
+						// deleting it over HTTP would be.
+						mutate("yap.delete", id)
+					}
 				case y.DeletedAt != nil && old.DeletedAt == nil:
 					mutate("yap.delete", id) // as over HTTP, never merged with edits
 				case y.DeletedAt == nil && old.DeletedAt != nil:
@@ -567,14 +572,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 		if err != nil {
 			fixes = append(fixes, func() { writeList(d, beforeList) })
 		} else {
-			switch {
-			case lf.ArchivedAt != nil && beforeList.ArchivedAt == nil:
-				audit("list.archive", "") // as over HTTP
-			case lf.ArchivedAt == nil && beforeList.ArchivedAt != nil:
-				audit("list.unarchive", "")
-			case listFieldsChanged(lf, beforeList):
-				audit("list.update", "")
-			}
+			auditListChange(beforeList, lf, func(action string) { audit(action, "") }) // as over HTTP
 			if w.batch != nil {
 				w.batch.list = &lf
 			}

@@ -158,7 +158,8 @@ func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn f
 		}
 	}
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	const attempts = 3
+	for attempt := range attempts {
 		if e.doc == nil {
 			if err = s.load(ctx, e); err != nil {
 				return err
@@ -167,21 +168,16 @@ func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn f
 		var w *writeOp
 		err = s.cfg.Store.Update(ctx, ref, func(tx Tx) error {
 			w = &writeOp{s: s, tx: tx, e: e, doc: e.doc, actor: a, list: *tx.List()}
-			if w.list.DocVersion < e.seq {
-				return errReload
+			err := s.catchUp(tx, e, w.list.DocVersion)
+			if dt, ok := tx.(DocTx); ok && errors.Is(err, errReload) && attempt == attempts-1 {
+				// Other processes wrote and compacted the list between each
+				// reload and its transaction. Reload under the list's lock,
+				// where they cannot (slower, so only as the last try).
+				err = s.reloadIn(dt, e, w.list.DocVersion)
+				w.doc = e.doc
 			}
-			if w.list.DocVersion > e.seq {
-				ups, err := tx.UpdatesSince(e.seq)
-				if IsCode(err, ENOTFOUND) {
-					return errReload
-				}
-				if err != nil {
-					return err
-				}
-				if err := s.applyLogged(e, ups); err != nil {
-					s.log.Error("yaps: catching up a list document failed; reloading", "list", ref, "err", err)
-					return errReload // the document may be half caught up
-				}
+			if err != nil {
+				return err
 			}
 			if err := s.allActive(tx, actors); err != nil {
 				return err
@@ -206,6 +202,44 @@ func (s *Service) writeAs(ctx context.Context, ref string, actors []*Actor, fn f
 		return nil
 	}
 	return internal(err, "could not write the list")
+}
+
+// catchUp brings e's document to the list's version, applying what other
+// processes logged since; errReload when it cannot (the log was compacted
+// past it, or the store holds less than it).
+func (s *Service) catchUp(tx Tx, e *docEntry, version int64) error {
+	if version < e.seq {
+		return errReload
+	}
+	if version == e.seq {
+		return nil
+	}
+	ups, err := tx.UpdatesSince(e.seq)
+	if IsCode(err, ENOTFOUND) {
+		return errReload
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.applyLogged(e, ups); err != nil {
+		s.log.Error("yaps: catching up a list document failed; reloading", "list", e.ref, "err", err)
+		return errReload // the document may be half caught up
+	}
+	return nil
+}
+
+// reloadIn loads e's document through the transaction, at the list's
+// version. The copy it replaces is dropped first, also when this fails.
+func (s *Service) reloadIn(dt DocTx, e *docEntry, version int64) error {
+	e.drop()
+	dl, err := dt.Doc()
+	if err != nil {
+		return err
+	}
+	if dl.LastSeq != version {
+		return Errorf(EINTERNAL, "the list's document is at %d inside its transaction, its row at %d", dl.LastSeq, version)
+	}
+	return s.loadLog(e, dl)
 }
 
 // pending holds what finish applies to the cache after the commit.

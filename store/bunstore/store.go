@@ -111,7 +111,18 @@ func (s *Store) writeTxOf(ctx context.Context, fn func(tx *wtx) error, replayabl
 		return errClosed
 	}
 	if s.pg {
-		return s.sqlTx(ctx, ctx, fn)
+		// The transaction is begun without ctx's cancellation: database/sql
+		// rolls a transaction back the moment its context ends, and a
+		// Commit after that said sql.ErrTxDone, reported as a fault (500)
+		// instead of a client that went away. Statements still run under
+		// ctx; one that ended by the commit rolls back with its error, and
+		// a COMMIT once sent runs to its end, so its outcome is known.
+		return s.sqlTx(context.WithoutCancel(ctx), func(tx *wtx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return ctx.Err()
+		})
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -120,7 +131,7 @@ func (s *Store) writeTxOf(ctx context.Context, fn func(tx *wtx) error, replayabl
 		// sqlite::memory: (one connection, shared with readers).
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
-		return s.sqlTx(ctx, noCancel, fn)
+		return s.sqlTx(noCancel, fn)
 	}
 	return s.groupWrite(ctx, fn, replayable)
 }
@@ -135,7 +146,7 @@ func (s *Store) dropWriterLocked() {
 }
 
 // sqlTx runs fn in a *sql.Tx begun with txCtx.
-func (s *Store) sqlTx(ctx, txCtx context.Context, fn func(tx *wtx) error) (err error) {
+func (s *Store) sqlTx(txCtx context.Context, fn func(tx *wtx) error) (err error) {
 	tx, err := s.sqldb.BeginTx(txCtx, nil)
 	if err != nil {
 		return wrap(err, "begin")
@@ -304,7 +315,12 @@ func (s *Store) Yaps(ctx context.Context, listRef string, q yaps.YapQuery) ([]*y
 
 // Doc implements yaps.Store.
 func (s *Store) Doc(ctx context.Context, listRef string, afterSeq int64) (*yaps.DocLog, error) {
-	rows, err := s.query(ctx, nil, s.q.docHeaderAndUpdates, listRef, afterSeq)
+	return s.doc(ctx, nil, listRef, afterSeq)
+}
+
+// doc is Doc, inside tx when not nil.
+func (s *Store) doc(ctx context.Context, tx *wtx, listRef string, afterSeq int64) (*yaps.DocLog, error) {
+	rows, err := s.query(ctx, tx, s.q.docHeaderAndUpdates, listRef, afterSeq)
 	if err != nil {
 		return nil, wrap(err, "doc")
 	}

@@ -119,6 +119,17 @@ func (t *tx) SaveList(l *yaps.List) error {
 	return nil
 }
 
+var _ yaps.DocTx = (*tx)(nil)
+
+// Doc implements yaps.DocTx: the list row's lock (Postgres) or the
+// database's write lock (SQLite) keeps writers and compactions out.
+func (t *tx) Doc() (*yaps.DocLog, error) {
+	if t.done {
+		return nil, errDone
+	}
+	return t.s.doc(t.ctx, t.tx, t.start.Ref, 0)
+}
+
 func (t *tx) UpdatesSince(seq int64) ([][]byte, error) {
 	if t.done {
 		return nil, errDone

@@ -65,6 +65,17 @@ type tx struct {
 
 var errDone = yaps.Errorf(yaps.EINTERNAL, "memstore: tx used after Update returned")
 
+var _ yaps.DocTx = (*tx)(nil)
+
+// Doc implements yaps.DocTx. The list's lock keeps writers and compactions
+// out until the tx ends.
+func (t *tx) Doc() (*yaps.DocLog, error) {
+	if t.done {
+		return nil, errDone
+	}
+	return t.s.Doc(context.Background(), t.start.Ref, 0)
+}
+
 func (t *tx) List() *yaps.List {
 	l := t.start
 	return &l

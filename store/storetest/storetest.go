@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"YapsPaging", testYapsPaging},
 		{"DocLog", testDocLog},
 		{"Compaction", testCompaction},
+		{"TxDoc", testTxDoc},
 		{"Rollback", testRollback},
 		{"FailingWrites", testFailingWrites},
 		{"ConcurrentUpdates", testConcurrentUpdates},
@@ -51,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"DeletedYapsBefore", testDeletedYapsBefore},
 		{"ReturnedValuesAreCopies", testCopies},
 		{"CanceledContext", testCanceledContext},
+		{"CanceledBeforeCommit", testCanceledBeforeCommit},
 		{"ClaimClients", testClaimClients},
 		{"ListVersions", testListVersions},
 	}
@@ -225,6 +227,100 @@ func testCanceledContext(t *testing.T, s yaps.Store) {
 	d, err := s.Doc(ctx, f.list.Ref, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), d.LastSeq, "a canceled Update writes nothing")
+}
+
+// testTxDoc checks yaps.DocTx, for stores whose Tx implements it (all of
+// this project's do): inside a transaction Doc is Store.Doc from the start,
+// at the version of the row the transaction locked, and a compaction waits
+// for the transaction (it could otherwise fold the log the service just
+// read into a state behind its back).
+func testTxDoc(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)
+	ref := f.list.Ref
+	appendN(t, s, ref, 2, 6)
+	require.NoError(t, s.CompactDoc(ctx, ref, 3, []byte("state3")))
+	want := &yaps.DocLog{State: []byte("state3"), StateSeq: 3, Updates: updates(4, 6), LastSeq: 6}
+	compacted := make(chan error, 1)
+	update(t, s, ref, func(tx yaps.Tx) error {
+		dt, ok := tx.(yaps.DocTx)
+		if !ok {
+			t.Skip("the store's Tx does not implement yaps.DocTx")
+		}
+		d, err := dt.Doc()
+		require.NoError(t, err)
+		require.Equal(t, want, d)
+		require.Equal(t, d.LastSeq, tx.List().DocVersion)
+		go func() { compacted <- s.CompactDoc(ctx, ref, 6, []byte("state6")) }()
+		select {
+		case err := <-compacted:
+			t.Fatalf("a compaction ran inside the transaction: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		d, err = dt.Doc()
+		require.NoError(t, err)
+		require.Equal(t, want, d)
+		return nil
+	})
+	require.NoError(t, <-compacted)
+	d, err := s.Doc(ctx, ref, 0)
+	require.NoError(t, err)
+	require.Equal(t, &yaps.DocLog{State: []byte("state6"), StateSeq: 6, LastSeq: 6}, d)
+}
+
+// A context cancelled after fn's last statement, before the commit, ends
+// the Update either committed (nil) or with the context's error and
+// nothing stored: never another error, which the service would report as
+// a fault of its own (EINTERNAL, HTTP 500) instead of a client that went
+// away. An fn that appends an update is followed by the store's own write
+// of the list row; one that only appends an audit entry, by the commit.
+func testCanceledBeforeCommit(t *testing.T, s yaps.Store) {
+	for _, tc := range []struct {
+		name   string
+		update bool          // fn appends a document update too
+		pause  time.Duration // after the cancel, before fn returns
+	}{
+		{"update", true, 0},
+		{"audit", false, 0},
+		// database/sql rolls a transaction back once its context ends.
+		{"update after a pause", true, 50 * time.Millisecond},
+		{"audit after a pause", false, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 3 {
+				f := newList(t, s, base)
+				cctx, cancel := context.WithCancel(ctx)
+				err := s.Update(cctx, f.list.Ref, func(tx yaps.Tx) error {
+					if tc.update {
+						if _, err := tx.AppendUpdate([]byte("u2")); err != nil {
+							return err
+						}
+					}
+					if err := tx.AppendAudit(&yaps.AuditEntry{At: at(1), Action: "yap.create"}); err != nil {
+						return err
+					}
+					cancel()
+					time.Sleep(tc.pause)
+					return nil
+				})
+				cancel()
+				d, derr := s.Doc(ctx, f.list.Ref, 0)
+				require.NoError(t, derr)
+				audit, aerr := s.Audit(ctx, f.list.Ref, 0, 10)
+				require.NoError(t, aerr)
+				wantSeq := int64(1)
+				if err == nil && tc.update {
+					wantSeq = 2
+				}
+				require.Equal(t, wantSeq, d.LastSeq)
+				if err == nil {
+					require.Len(t, audit, 1, "committed")
+					continue
+				}
+				require.ErrorIs(t, err, context.Canceled, "a cancelled commit is the context's error")
+				require.Empty(t, audit, "not committed, nothing stored")
+			}
+		})
+	}
 }
 
 func testTimes(t *testing.T, s yaps.Store) {
