@@ -8,8 +8,10 @@ package main
 // CPU), seeds a list with 1,000 yaps, warms up, runs each scenario for a fixed
 // duration with C closed-loop workers and reports requests/s, p50/p99 latency
 // and the server's CPU time per request (utime+stime of the server process
-// from /proc/PID/stat, before and after each scenario). See
-// docs/benchmarks.md, section "HTTP".
+// from /proc/PID/stat, before and after each scenario). With --rate it runs
+// an open loop instead: requests due at fixed times, latency from each
+// request's intended start (loadOpen). See docs/benchmarks.md, section
+// "HTTP".
 
 import (
 	"bytes"
@@ -26,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +58,9 @@ const (
 	scenarioCreateHot = "create-yap-shared" // all workers write to one list
 	scenarioListYaps  = "list-yaps"
 	scenarioGetList   = "get-list"
+	// scenarioMixed reads a list that changes: 90 % list-yaps and 10 %
+	// create-yap, all on one list of its own (seeded like the read list).
+	scenarioMixed = "mixed"
 )
 
 // clockTicks is USER_HZ, the unit of utime/stime in /proc/PID/stat. It is
@@ -83,6 +89,9 @@ type benchHTTPConfig struct {
 	nice         int
 	pbLogs       bool
 	startTimeout time.Duration
+	rate         float64 // open loop: requests per second (0: closed loop)
+	maxInflight  int     // open loop: bound on requests in flight (connections)
+	pgDB         string  // with --url: the server's Postgres database, for backend CPU
 }
 
 func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -92,7 +101,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	targets := fs.String("targets", targetYapsSQLite+","+targetYapsPostgres+","+targetPocketBase,
 		"comma-separated targets: yaps-sqlite, yaps-postgres, pocketbase")
 	scenarios := fs.String("scenarios", scenarioCreateYap+","+scenarioCreateHot+","+scenarioListYaps+","+scenarioGetList,
-		"comma-separated scenarios: create-yap (one list per worker), create-yap-shared (one list for all workers), list-yaps, get-list")
+		"comma-separated scenarios: create-yap (one list per worker), create-yap-shared (one list for all workers), list-yaps, get-list, mixed (90% list-yaps and 10% create-yap on one list; not in the default)")
 	fs.IntVar(&cfg.concurrency, "c", 16, "concurrent closed-loop workers")
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration of each scenario")
 	fs.IntVar(&cfg.rounds, "rounds", 6, "split each scenario's duration into this many rounds, interleaving the targets (1: one block per target)")
@@ -112,6 +121,9 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.IntVar(&cfg.nice, "nice", 0, "run the load generator, the servers and the bench database's Postgres backends at this nice value; negative values (need root or CAP_SYS_NICE) let other work on a shared machine disturb the measurement less")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory (databases, server logs)")
 	fs.DurationVar(&cfg.startTimeout, "start-timeout", 60*time.Second, "how long to wait for a spawned server to become healthy")
+	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: send this many requests per second (all connections together) at fixed intended start times and measure each latency from its intended start; 0: closed loop with -c workers")
+	fs.IntVar(&cfg.maxInflight, "max-inflight", 256, "open loop: most requests in flight at once (one connection each); a request due while all are busy waits and counts as late")
+	fs.StringVar(&cfg.pgDB, "postgres-db", "", "with --url and --pid: the Postgres database the server uses, on the server of --postgres; its backends' CPU is counted as the server's (column \"of which pg\") and Postgres's background processes are reported apart")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -184,7 +196,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		for _, t := range live {
 			if cfg.warmup > 0 {
-				if _, err := load(ctx, t.doers, t.a, s, cfg.warmup); err != nil {
+				if _, err := t.load(ctx, cfg, s, cfg.warmup); err != nil {
 					return err
 				}
 				waitQuiet(ctx, t.pid, quietMax)
@@ -209,9 +221,17 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		done[s] = true
 		for _, t := range live {
-			r := t.result(s, cfg.concurrency)
+			r := t.result(s, cfg)
 			fmt.Fprintf(stderr, "bench: %-13s %-17s %7.0f req/s  p50 %s  p99 %s  CPU %s µs/req  errors %d\n",
 				t.name, s, r.RPS, fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtCPU(r.CPUUsPerReq), r.Errors)
+			if o := r.Open; o != nil {
+				fmt.Fprintf(stderr, "bench: %-13s %-17s open loop: achieved %.0f of %g req/s offered; of %d scheduled, %d sent late (≥ %s after their intended start; %d of them waited for one of the %d connections), %d not sent by the end\n",
+					t.name, s, r.RPS, o.OfferedRPS, o.Scheduled, o.Late, openLateAfter, o.WaitedForConn, o.MaxInflight, o.Unsent)
+			}
+			if r.PGBgUsPerReq >= 0 {
+				fmt.Fprintf(stderr, "bench: %-13s %-17s Postgres background processes (shared, not in CPU µs/req): %.3f s, %s µs/req\n",
+					t.name, s, r.PGBgCPU, fmtCPU(r.PGBgUsPerReq))
+			}
 			if e := t.acc[s].st.firstErr; r.Errors > 0 && e != "" {
 				fmt.Fprintf(stderr, "bench: %s %s: first error: %s\n", t.name, s, e)
 			}
@@ -220,7 +240,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for _, t := range live {
 		for _, s := range cfg.scenarios {
 			if done[s] && t.acc[s] != nil {
-				r := t.result(s, cfg.concurrency)
+				r := t.result(s, cfg)
 				results = append(results, r)
 				if jsonW != nil {
 					writeJSONLine(jsonW, r)
@@ -234,9 +254,17 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			writeJSONLine(jsonW, c)
 		}
 	}
-	fmt.Fprintf(table, "\nyaps bench http: %d workers, %s per scenario and target in %d interleaved rounds (after %s warm-up), list-yaps reads %d of %d yaps, %d CPUs\n\n",
-		cfg.concurrency, cfg.duration, rounds, cfg.warmup, cfg.pageSize, cfg.seed, numCPU())
+	if cfg.rate > 0 {
+		fmt.Fprintf(table, "\nyaps bench http: OPEN LOOP at %g req/s offered (at most %d in flight, latency from each request's intended start, create-yap spread over %d lists), %s per scenario and target in %d interleaved rounds (after %s warm-up), list-yaps reads %d of %d yaps, %d CPUs\n\n",
+			cfg.rate, cfg.maxInflight, cfg.concurrency, cfg.duration, rounds, cfg.warmup, cfg.pageSize, cfg.seed, numCPU())
+	} else {
+		fmt.Fprintf(table, "\nyaps bench http: %d workers, %s per scenario and target in %d interleaved rounds (after %s warm-up), list-yaps reads %d of %d yaps, %d CPUs\n\n",
+			cfg.concurrency, cfg.duration, rounds, cfg.warmup, cfg.pageSize, cfg.seed, numCPU())
+	}
 	writeResultTable(table, results)
+	for _, note := range tableNotes(cfg, results) {
+		fmt.Fprintln(table, note)
+	}
 	if len(comps) > 0 {
 		fmt.Fprintln(table)
 		writeCompareTable(table, comps)
@@ -256,7 +284,7 @@ func (c *benchHTTPConfig) validate() error {
 	}
 	for _, s := range c.scenarios {
 		switch s {
-		case scenarioCreateYap, scenarioCreateHot, scenarioListYaps, scenarioGetList:
+		case scenarioCreateYap, scenarioCreateHot, scenarioListYaps, scenarioGetList, scenarioMixed:
 		default:
 			return fmt.Errorf("bench http: unknown scenario %q", s)
 		}
@@ -288,6 +316,20 @@ func (c *benchHTTPConfig) validate() error {
 	if c.duration > time.Hour || c.warmup > time.Hour {
 		return errors.New("bench http: durations are bounded to 1h")
 	}
+	if !(c.rate >= 0 && c.rate <= 1e6) { // also rejects NaN
+		return errors.New("bench http: need 0 <= --rate <= 1e6")
+	}
+	if c.maxInflight < 1 || c.maxInflight > 100000 {
+		return errors.New("bench http: need 1 <= --max-inflight <= 100000")
+	}
+	if c.pgDB != "" {
+		if c.url == "" || c.pid <= 0 {
+			return errors.New("bench http: --postgres-db needs --url and --pid (spawned yaps-postgres counts its own database's backends)")
+		}
+		if c.targets[0] == targetPocketBase {
+			return errors.New("bench http: --postgres-db is for a yaps server")
+		}
+	}
 	return nil
 }
 
@@ -308,8 +350,9 @@ func benchSplit(s string) []string {
 type api interface {
 	// setup creates the read list (seeded with n yaps) and the write
 	// lists: one per worker for create-yap, one shared for
-	// create-yap-shared.
-	setup(ctx context.Context, c *http.Client, n, workers int) error
+	// create-yap-shared; with mixed, also the list of the mixed scenario
+	// (seeded with n yaps as well).
+	setup(ctx context.Context, c *http.Client, n, workers int, mixed bool) error
 	// request returns the request of scenario s for worker w, iteration i.
 	request(s string, w, i int) (*http.Request, error)
 	// checkPage validates a list-yaps response body and returns its item count.
@@ -322,9 +365,9 @@ type liveTarget struct {
 	a      api
 	pid    int // server process (0: unknown, CPU not measured)
 	srv    *server
-	pg     *pgScratch        // yaps-postgres: the scratch database, for backend CPU
+	pg     *pgScratch        // yaps-postgres: the scratch database (or --postgres-db), for backend CPU
 	client *http.Client      // setup and probe
-	doers  []doer            // one per load worker
+	doers  []doer            // one per load worker (open loop: per connection, --max-inflight)
 	acc    map[string]*accum // by scenario
 	nice   int
 	niced  map[int]bool // Postgres backends already reniced
@@ -336,6 +379,8 @@ type accum struct {
 	app, tail, db time.Duration
 	client        time.Duration // this process's CPU during the load
 	cpuOK         bool
+	pgBg          time.Duration // Postgres's shared background processes
+	pgBgOK        bool
 }
 
 func startTarget(ctx context.Context, cfg benchHTTPConfig, name, tmp string, stderr io.Writer) (_ *liveTarget, err error) {
@@ -351,14 +396,22 @@ func startTarget(ctx context.Context, cfg benchHTTPConfig, name, tmp string, std
 			return nil, err
 		}
 		base, t.pid, t.pg = t.srv.base, t.srv.cmd.Process.Pid, t.srv.pg
+	} else if cfg.pgDB != "" {
+		if t.pg, err = attachPostgresDB(ctx, cfg.postgres, cfg.pgDB); err != nil {
+			return nil, fmt.Errorf("--postgres-db: %w", err)
+		}
 	}
 	if name == targetPocketBase {
 		t.a = &pocketBaseAPI{base: base, page: cfg.pageSize}
 	} else {
 		t.a = &yapsAPI{base: base, page: cfg.pageSize}
 	}
-	t.client = benchClient(cfg.concurrency)
-	for range cfg.concurrency {
+	conns := cfg.concurrency
+	if cfg.rate > 0 {
+		conns = cfg.maxInflight // rawConns dial on first use
+	}
+	t.client = benchClient(conns)
+	for range conns {
 		if cfg.stdClient {
 			t.doers = append(t.doers, stdDoer{t.client})
 		} else {
@@ -367,7 +420,7 @@ func startTarget(ctx context.Context, cfg benchHTTPConfig, name, tmp string, std
 	}
 
 	t0 := time.Now()
-	if err := t.a.setup(ctx, t.client, cfg.seed, cfg.concurrency); err != nil {
+	if err := t.a.setup(ctx, t.client, cfg.seed, cfg.concurrency, slices.Contains(cfg.scenarios, scenarioMixed)); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	fmt.Fprintf(stderr, "bench: %s: seeded %d yaps in %s\n", name, cfg.seed, time.Since(t0).Round(time.Millisecond))
@@ -391,9 +444,12 @@ func (t *liveTarget) close(stderr io.Writer) {
 		}
 	}
 	if t.srv != nil {
-		t.srv.stop(stderr)
+		t.srv.stop(stderr) // drops t.pg, which it owns
 		t.srv = nil
+	} else if t.pg != nil {
+		t.pg.drop() // --postgres-db: only closes the admin connection
 	}
+	t.pg = nil
 }
 
 // cpuSnapshot is the CPU time used so far by the server process and by
@@ -413,13 +469,29 @@ func (t *liveTarget) snapshot(ctx context.Context) cpuSnapshot {
 			if d, err := procCPU(pid); err == nil {
 				snap.db[pid] = d
 			}
-			if t.nice != 0 && !t.niced[pid] {
+			if t.nice != 0 && t.pg.owned && !t.niced[pid] {
 				t.niced[pid] = true
 				_ = renice(pid, t.nice)
 			}
 		}
 	}
 	return snap
+}
+
+// bgSnapshot returns the CPU time used so far by each of Postgres's shared
+// background processes; ok is false when none could be read (no Postgres
+// target, or Postgres not on this machine).
+func (t *liveTarget) bgSnapshot(ctx context.Context) (cpu map[int]time.Duration, ok bool) {
+	if t.pg == nil {
+		return nil, false
+	}
+	cpu = map[int]time.Duration{}
+	for _, pid := range t.pg.background(ctx) {
+		if d, err := procCPU(pid); err == nil {
+			cpu[pid] = d
+		}
+	}
+	return cpu, len(cpu) > 0
 }
 
 // dbDelta is the CPU the backends used between a and b; a backend that
@@ -437,9 +509,10 @@ func dbDelta(a, b map[int]time.Duration) time.Duration {
 // CPU counted runs until the server is idle again, so background work the
 // requests caused (and finished after the last answer) is included.
 func (t *liveTarget) slice(ctx context.Context, cfg benchHTTPConfig, s string, d time.Duration) error {
+	bg0, bgOK0 := t.bgSnapshot(ctx)
 	s0 := t.snapshot(ctx)
 	c0, _ := procCPU(os.Getpid())
-	st, err := load(ctx, t.doers, t.a, s, d)
+	st, err := t.load(ctx, cfg, s, d)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", t.name, s, err)
 	}
@@ -454,15 +527,20 @@ func (t *liveTarget) slice(ctx context.Context, cfg benchHTTPConfig, s string, d
 		// the wait is short and their CPU is billed to no one.
 		t.pg.waitQuiet(ctx, 3*time.Second)
 	}
+	bg1, bgOK1 := t.bgSnapshot(ctx)
 
 	acc := t.acc[s]
 	if acc == nil {
-		acc = &accum{cpuOK: true}
+		acc = &accum{cpuOK: true, pgBgOK: true}
 		t.acc[s] = acc
 	}
 	acc.st.latencies = append(acc.st.latencies, st.latencies...)
 	acc.st.errors += st.errors
 	acc.st.elapsed += st.elapsed
+	acc.st.scheduled += st.scheduled
+	acc.st.late += st.late
+	acc.st.waited += st.waited
+	acc.st.unsent += st.unsent
 	if acc.st.firstErr == "" {
 		acc.st.firstErr = st.firstErr
 	}
@@ -473,17 +551,43 @@ func (t *liveTarget) slice(ctx context.Context, cfg benchHTTPConfig, s string, d
 	acc.tail += s1.app - sEnd.app
 	acc.db += dbDelta(s0.db, s1.db)
 	acc.client += c1 - c0
+	if !bgOK0 || !bgOK1 {
+		acc.pgBgOK = false
+	}
+	acc.pgBg += dbDelta(bg0, bg1)
 	return nil
 }
 
-func (t *liveTarget) result(s string, conc int) httpResult {
+// load runs one load phase of scenario s: closed loop with a worker per
+// doer, or open loop at --rate over the doers.
+func (t *liveTarget) load(ctx context.Context, cfg benchHTTPConfig, s string, d time.Duration) (loadStats, error) {
+	if cfg.rate > 0 {
+		return loadOpen(ctx, t.doers, t.a, s, d, cfg.rate, cfg.concurrency)
+	}
+	return load(ctx, t.doers, t.a, s, d)
+}
+
+func (t *liveTarget) result(s string, cfg benchHTTPConfig) httpResult {
 	acc := t.acc[s]
 	cpu := time.Duration(-1)
 	if acc.cpuOK {
 		cpu = acc.app + acc.db
 	}
+	conc := cfg.concurrency
+	if cfg.rate > 0 {
+		conc = cfg.maxInflight
+	}
 	r := summarize(t.name, s, conc, acc.st, cpu)
-	r.TailCPU, r.DBCPU, r.DBUsPerReq = -1, -1, -1
+	if r.Open != nil {
+		r.Open.OfferedRPS, r.Open.MaxInflight = cfg.rate, cfg.maxInflight
+	}
+	r.TailCPU, r.DBCPU, r.DBUsPerReq, r.PGBgCPU, r.PGBgUsPerReq = -1, -1, -1, -1, -1
+	if t.pg != nil && acc.pgBgOK {
+		r.PGBgCPU = acc.pgBg.Seconds()
+		if r.Requests > 0 {
+			r.PGBgUsPerReq = float64(acc.pgBg) / float64(time.Microsecond) / float64(r.Requests)
+		}
+	}
 	if r.Requests > 0 {
 		r.ClientUsPerReq = float64(acc.client) / float64(time.Microsecond) / float64(r.Requests)
 	}
@@ -583,7 +687,7 @@ func probe(ctx context.Context, c *http.Client, a api, cfg benchHTTPConfig) erro
 		if status/100 != 2 {
 			return fmt.Errorf("%s: status %d: %s", s, status, truncate(body, 300))
 		}
-		if s == scenarioListYaps {
+		if s == scenarioListYaps || s == scenarioMixed { // request -1 of mixed is a read
 			n, err := a.checkPage(body)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s, err)
@@ -690,6 +794,8 @@ type yapsAPI struct {
 	readRef, readCode string
 	writeRefs         []string // [0] is the shared list, [1+w] worker w's
 	writeCodes        []string
+	mixedRef          string // the list of scenario mixed, read and written
+	mixedCode         string
 }
 
 func (y *yapsAPI) createList(ctx context.Context, c *http.Client, title string) (ref, code string, err error) {
@@ -706,10 +812,23 @@ func (y *yapsAPI) createList(ctx context.Context, c *http.Client, title string) 
 	return out.Ref, out.OwnerCode, nil
 }
 
-func (y *yapsAPI) setup(ctx context.Context, c *http.Client, n, workers int) error {
+func (y *yapsAPI) setup(ctx context.Context, c *http.Client, n, workers int, mixed bool) error {
 	var err error
 	if y.readRef, y.readCode, err = y.createList(ctx, c, "bench read list"); err != nil {
 		return err
+	}
+	if mixed {
+		if y.mixedRef, y.mixedCode, err = y.createList(ctx, c, "bench mixed list"); err != nil {
+			return err
+		}
+		u := y.base + "/lists/" + url.PathEscape(y.mixedRef) + "/yaps"
+		if err := seedParallel(ctx, n, func(i int) error {
+			return postJSON(ctx, c, u, y.mixedCode, map[string]string{
+				"kind": "task", "content": taskContent("seed", 0, i), "status": "open",
+			}, nil)
+		}); err != nil {
+			return err
+		}
 	}
 	for i := range 1 + workers {
 		ref, code, err := y.createList(ctx, c, "bench write list "+strconv.Itoa(i))
@@ -732,6 +851,20 @@ func (y *yapsAPI) request(s string, w, i int) (*http.Request, error) {
 		err error
 	)
 	switch s {
+	case scenarioMixed:
+		if mixedWrite(w, i) {
+			body := `{"kind":"task","content":"` + taskContent("mixed", w, i) + `","status":"open"}`
+			req, err = http.NewRequest(http.MethodPost, y.base+"/lists/"+y.mixedRef+"/yaps", strings.NewReader(body))
+			if err == nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
+		} else {
+			req, err = http.NewRequest(http.MethodGet, y.base+"/lists/"+y.mixedRef+"/yaps?limit="+strconv.Itoa(y.page), nil)
+		}
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+y.mixedCode)
+		}
+		return req, err
 	case scenarioCreateYap, scenarioCreateHot:
 		l := 0
 		if s == scenarioCreateYap {
@@ -767,6 +900,11 @@ func (y *yapsAPI) checkPage(body []byte) (int, error) {
 	return len(page.Yaps), nil
 }
 
+// mixedWrite tells whether request i of worker w in scenario mixed is a
+// create-yap (1 in 10 of each worker's requests, staggered across workers)
+// rather than a list-yaps. Request -1 (the probe) is a read.
+func mixedWrite(w, i int) bool { return i >= 0 && (i+w)%10 == 9 }
+
 // pocketBaseAPI speaks PocketBase's records API against the collections
 // that bench/pocketbase creates: "lists" and "yaps" (with a relation field
 // "list"), all rules public.
@@ -776,9 +914,11 @@ type pocketBaseAPI struct {
 	readID   string
 	writeIDs []string // [0] is the shared list, [1+w] worker w's
 	listURL  string
+	mixedID  string // the list of scenario mixed, read and written
+	mixedURL string // its first page
 }
 
-func (p *pocketBaseAPI) setup(ctx context.Context, c *http.Client, n, workers int) error {
+func (p *pocketBaseAPI) setup(ctx context.Context, c *http.Client, n, workers int, mixed bool) error {
 	var out struct {
 		ID string `json:"id"`
 	}
@@ -792,18 +932,27 @@ func (p *pocketBaseAPI) setup(ctx context.Context, c *http.Client, n, workers in
 			p.writeIDs = append(p.writeIDs, out.ID)
 		}
 	}
+	u := p.base + "/api/collections/yaps/records"
+	if mixed {
+		if err := postJSON(ctx, c, p.base+"/api/collections/lists/records", "", map[string]string{"title": "bench mixed list", "kind": "task"}, &out); err != nil {
+			return err
+		}
+		p.mixedID = out.ID
+		p.mixedURL = p.pageURL(p.mixedID)
+		if err := seedParallel(ctx, n, func(i int) error {
+			return postJSON(ctx, c, u, "", map[string]string{
+				"list": p.mixedID, "kind": "task", "content": taskContent("seed", 0, i), "status": "open",
+			}, nil)
+		}); err != nil {
+			return err
+		}
+	}
 	// The same page as Yaps' GET /lists/{ref}/yaps?limit=50: the first 50
 	// (--page)
 	// yaps of one list in chronological order (created, then id). skipTotal
 	// drops PocketBase's extra COUNT(*) query, because Yaps returns no
 	// total either (only nextCursor).
-	q := url.Values{}
-	q.Set("filter", "list='"+p.readID+"'")
-	q.Set("sort", "created,id")
-	q.Set("perPage", strconv.Itoa(p.page))
-	q.Set("skipTotal", "1")
-	p.listURL = p.base + "/api/collections/yaps/records?" + q.Encode()
-	u := p.base + "/api/collections/yaps/records"
+	p.listURL = p.pageURL(p.readID)
 	return seedParallel(ctx, n, func(i int) error {
 		return postJSON(ctx, c, u, "", map[string]string{
 			"list": p.readID, "kind": "task", "content": taskContent("seed", 0, i), "status": "open",
@@ -811,8 +960,28 @@ func (p *pocketBaseAPI) setup(ctx context.Context, c *http.Client, n, workers in
 	})
 }
 
+// pageURL is the URL of the first page of list id's yaps.
+func (p *pocketBaseAPI) pageURL(id string) string {
+	q := url.Values{}
+	q.Set("filter", "list='"+id+"'")
+	q.Set("sort", "created,id")
+	q.Set("perPage", strconv.Itoa(p.page))
+	q.Set("skipTotal", "1")
+	return p.base + "/api/collections/yaps/records?" + q.Encode()
+}
+
 func (p *pocketBaseAPI) request(s string, w, i int) (*http.Request, error) {
 	switch s {
+	case scenarioMixed:
+		if !mixedWrite(w, i) {
+			return http.NewRequest(http.MethodGet, p.mixedURL, nil)
+		}
+		body := `{"list":"` + p.mixedID + `","kind":"task","content":"` + taskContent("mixed", w, i) + `","status":"open"}`
+		req, err := http.NewRequest(http.MethodPost, p.base+"/api/collections/yaps/records", strings.NewReader(body))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
 	case scenarioCreateYap, scenarioCreateHot:
 		l := 0
 		if s == scenarioCreateYap {
@@ -1007,11 +1176,13 @@ func tailFile(path string, n int) string {
 	return string(b)
 }
 
-// pgScratch is a database the bench created for one yaps-postgres run.
+// pgScratch is a database the bench created for one yaps-postgres run
+// (owned), or the one --postgres-db names.
 type pgScratch struct {
 	admin *sql.DB // connected to the server's admin database
 	name  string
 	dsn   string
+	owned bool // created by the bench: dropped at the end, backends reniced with --nice
 }
 
 // createPostgresDB creates a fresh database on the server of adminDSN.
@@ -1034,17 +1205,54 @@ func createPostgresDB(ctx context.Context, adminDSN string) (*pgScratch, error) 
 		return nil, redactErr(err)
 	}
 	u.Path = "/" + name
-	return &pgScratch{admin: admin, name: name, dsn: u.String()}, nil
+	return &pgScratch{admin: admin, name: name, dsn: u.String(), owned: true}, nil
 }
+
+// attachPostgresDB connects to the server of adminDSN to find the backends
+// of database name, which a running server (--url) uses. The bench neither
+// creates nor drops it. Its errors never show adminDSN's password.
+func attachPostgresDB(ctx context.Context, adminDSN, name string) (*pgScratch, error) {
+	admin, err := sql.Open("pgx", adminDSN)
+	if err != nil {
+		return nil, redactErr(err)
+	}
+	admin.SetMaxOpenConns(1)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var one int
+	if err := admin.QueryRowContext(cctx, "SELECT 1 FROM pg_database WHERE datname = $1", name).Scan(&one); err != nil {
+		admin.Close()
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("no database %q on the server of --postgres", name)
+		}
+		return nil, redactErr(err)
+	}
+	return &pgScratch{admin: admin, name: name}, nil
+}
+
+// pgBackgroundTypes are Postgres's shared background processes: they
+// work for every database on the server (WAL, checkpoints, vacuum).
+const pgBackgroundTypes = `('checkpointer', 'walwriter', 'background writer', 'autovacuum launcher', 'autovacuum worker')`
 
 // backends returns the PIDs of the server processes serving the scratch
 // database (Postgres runs one process per connection). They are only
 // readable in /proc when Postgres runs on this machine, which loopback
 // implies unless it is in a container; then the DB CPU reads as 0.
 func (p *pgScratch) backends(ctx context.Context) []int {
+	return p.pids(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1", p.name)
+}
+
+// background returns the PIDs of Postgres's shared background processes
+// (pgBackgroundTypes). An autovacuum worker that starts and exits between
+// two calls is not seen.
+func (p *pgScratch) background(ctx context.Context) []int {
+	return p.pids(ctx, "SELECT pid FROM pg_stat_activity WHERE backend_type IN "+pgBackgroundTypes)
+}
+
+func (p *pgScratch) pids(ctx context.Context, query string, args ...any) []int {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := p.admin.QueryContext(cctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1", p.name)
+	rows, err := p.admin.QueryContext(cctx, query, args...)
 	if err != nil {
 		return nil
 	}
@@ -1062,20 +1270,7 @@ func (p *pgScratch) backends(ctx context.Context) []int {
 // waitQuiet waits (at most max) until Postgres's background processes
 // and the scratch database's backends are idle.
 func (p *pgScratch) waitQuiet(ctx context.Context, max time.Duration) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	rows, err := p.admin.QueryContext(cctx, `SELECT pid FROM pg_stat_activity
-		WHERE datname = $1 OR backend_type IN ('checkpointer', 'walwriter', 'background writer', 'autovacuum launcher', 'autovacuum worker')`, p.name)
-	var pids []int
-	if err == nil {
-		for rows.Next() {
-			var pid int
-			if rows.Scan(&pid) == nil {
-				pids = append(pids, pid)
-			}
-		}
-		rows.Close()
-	}
-	cancel()
+	pids := p.pids(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1 OR backend_type IN "+pgBackgroundTypes, p.name)
 	waitQuietFunc(ctx, func() (time.Duration, error) {
 		var sum time.Duration
 		for _, pid := range pids {
@@ -1087,13 +1282,16 @@ func (p *pgScratch) waitQuiet(ctx context.Context, max time.Duration) {
 	}, max)
 }
 
-// drop removes the database (forcibly closing leftover connections).
+// drop removes the database if the bench created it (forcibly closing
+// leftover connections) and closes the admin connection.
 func (p *pgScratch) drop() {
 	if p == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _ = p.admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+p.name+" WITH (FORCE)")
+	if p.owned {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = p.admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+p.name+" WITH (FORCE)")
+	}
 	p.admin.Close()
 }

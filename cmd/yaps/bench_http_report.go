@@ -29,6 +29,14 @@ type loadStats struct {
 	errors    int             // transport errors and non-2xx answers
 	elapsed   time.Duration   // wall time from start until the last worker stopped
 	firstErr  string
+
+	// Open loop only (scheduled > 0).
+	start     time.Time       // time zero of the schedule
+	intended  []time.Duration // intended start of latencies[i], from start (one phase only)
+	scheduled int             // requests due within the phase
+	late      int             // sent openLateAfter or more after their intended start
+	waited    int             // of those, found all connections busy when due
+	unsent    int             // due but not sent by the end of the phase (not in late)
 }
 
 // doer sends one request and reads the whole answer; each load worker has
@@ -211,11 +219,165 @@ func load(ctx context.Context, doers []doer, a api, s string, dur time.Duration)
 	return st, nil
 }
 
+// openLateAfter is how long after its intended start a request may be sent
+// and still count as on time. Below it, the load generator's own timer and
+// scheduling jitter (one sleep per request, on a machine it shares with
+// the server) would mark requests late that the server did not delay; the
+// latency counts the delay either way.
+const openLateAfter = 2 * time.Millisecond
+
+// openSchedule returns how many requests are due within dur at rate per
+// second, and the intended start (from time zero) of request k: k/rate,
+// evenly spaced.
+func openSchedule(rate float64, dur time.Duration) (n int, at func(k int) time.Duration) {
+	at = func(k int) time.Duration { return time.Duration(float64(k) * float64(time.Second) / rate) }
+	n = int(math.Ceil(dur.Seconds() * rate))
+	for n > 0 && at(n-1) >= dur {
+		n--
+	}
+	for at(n) < dur {
+		n++
+	}
+	return n, at
+}
+
+// loadOpen runs scenario s as an open loop for dur: request k is due at
+// k/rate after the start whatever happened to the earlier ones, and is
+// sent on one of the doers (at most len(doers) in flight, each doer one
+// connection, the most recently freed reused first). A request due while
+// every doer is busy waits for one; one not sent by the end of dur is
+// not sent at all (unsent). Latency runs from the intended start, so a
+// server stall shows in every request scheduled during it, and a request
+// sent late carries its delay. Request k goes as request k/lists of
+// worker k%lists, so create-yap writes to the same lists as in the closed
+// loop. The phase ends when the requests in flight at dur have answered.
+func loadOpen(ctx context.Context, doers []doer, a api, s string, dur time.Duration, rate float64, lists int) (loadStats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n, at := openSchedule(rate, dur)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards st and free
+		st   = loadStats{scheduled: n, latencies: make([]time.Duration, 0, n), intended: make([]time.Duration, 0, n)}
+		free = slices.Clone(doers)
+		slot = make(chan struct{}, len(doers)) // one token per request in flight
+	)
+	fail := func(msg string) {
+		mu.Lock()
+		if st.firstErr == "" {
+			st.firstErr = msg
+		}
+		mu.Unlock()
+	}
+	start := time.Now()
+	deadline := start.Add(dur)
+	st.start = start
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	sent := 0
+	for k := 0; k < n && ctx.Err() == nil; k++ {
+		due := at(k)
+		if wait := time.Until(start.Add(due)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		got, waited := false, false
+		select {
+		case slot <- struct{}{}:
+			got = true
+		default:
+			// Every connection is busy: wait for one, but not past the
+			// end of the phase.
+			waited = true
+			timer.Reset(max(time.Until(deadline), 0))
+			select {
+			case slot <- struct{}{}:
+				got = true
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		if got && (ctx.Err() != nil || !time.Now().Before(deadline)) {
+			<-slot
+			got = false
+		}
+		if !got {
+			break // interrupted or past the end: this request and the rest stay unsent
+		}
+		w, i := k%lists, k/lists
+		mu.Lock()
+		d := free[len(free)-1]
+		free = free[:len(free)-1]
+		mu.Unlock()
+		sent++
+		wg.Go(func() {
+			defer func() { <-slot }()
+			intended := start.Add(due)
+			req, err := a.request(s, w, i)
+			if err != nil {
+				fail(err.Error())
+				cancel()
+				mu.Lock()
+				free = append(free, d)
+				mu.Unlock()
+				return
+			}
+			req = req.WithContext(ctx)
+			late := time.Since(intended) >= openLateAfter
+			status, err := d.do(req)
+			lat := time.Since(intended)
+			mu.Lock()
+			defer mu.Unlock()
+			free = append(free, d)
+			if late {
+				st.late++
+				if waited {
+					st.waited++
+				}
+			}
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					st.errors++
+					if st.firstErr == "" {
+						st.firstErr = err.Error()
+					}
+				}
+			case status/100 != 2:
+				st.errors++
+				if st.firstErr == "" {
+					st.firstErr = fmt.Sprintf("%s %s: status %d", req.Method, req.URL.Path, status)
+				}
+			default:
+				st.latencies = append(st.latencies, lat)
+				st.intended = append(st.intended, due)
+			}
+		})
+	}
+	wg.Wait()
+	st.elapsed = time.Since(start)
+	st.unsent = n - sent
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return st, err
+	}
+	if st.firstErr != "" && len(st.latencies) == 0 && st.errors == 0 {
+		return st, errors.New(st.firstErr) // request construction failed
+	}
+	return st, nil
+}
+
 // httpResult is one target × scenario row; it is also the JSON line.
 type httpResult struct {
-	Type        string  `json:"type"` // "result"
-	Target      string  `json:"target"`
-	Scenario    string  `json:"scenario"`
+	Type     string `json:"type"` // "result"
+	Target   string `json:"target"`
+	Scenario string `json:"scenario"`
+	// Mode is "closed" (Concurrency workers, each sending its next request
+	// when the last answer is complete, latency from the actual send) or
+	// "open" (--rate; Concurrency is --max-inflight; see Open).
+	Mode        string  `json:"mode"`
 	Concurrency int     `json:"concurrency"`
 	Seconds     float64 `json:"seconds"`
 	Requests    int     `json:"requests"`
@@ -243,6 +405,33 @@ type httpResult struct {
 	// ClientUsPerReq is the load generator's own CPU per request (it shares
 	// the machine with the server).
 	ClientUsPerReq float64 `json:"clientCpuUsPerReq"`
+	// PGBgCPU is the CPU of Postgres's shared background processes
+	// (checkpointer, WAL writer, background writer, autovacuum) from the
+	// start of each slice until Postgres was idle after it, in seconds;
+	// not part of ServerCPU or CPUUsPerReq. They serve every database on
+	// the server, so other users' work is in it too. -1 when not measured
+	// (no Postgres target).
+	PGBgCPU      float64 `json:"pgBackgroundCpuSeconds"`
+	PGBgUsPerReq float64 `json:"pgBackgroundCpuUsPerReq"`
+	// Open is set in open-loop mode.
+	Open *openResult `json:"open,omitempty"`
+}
+
+// openResult is how well an open-loop run kept its schedule. Latencies
+// (P50Ms...) run from each request's intended start; RPS is the achieved
+// rate.
+type openResult struct {
+	OfferedRPS  float64 `json:"offeredRps"`
+	MaxInflight int     `json:"maxInflight"`
+	Scheduled   int     `json:"scheduled"` // requests due within the measured time
+	// Late were sent openLateAfter (2 ms) or more after their intended
+	// start; WaitedForConn of them because all MaxInflight connections
+	// were busy when they were due.
+	Late          int `json:"late"`
+	WaitedForConn int `json:"waitedForConnection"`
+	// Unsent were due but not sent by the end of the measured time (their
+	// latency is unknown and not in the percentiles).
+	Unsent int `json:"unsent"`
 }
 
 // percentile returns the q-quantile (0 < q <= 1) of sorted by the
@@ -266,10 +455,14 @@ func summarize(target, scenario string, conc int, st loadStats, cpu time.Duratio
 	lat := slices.Clone(st.latencies)
 	slices.Sort(lat)
 	r := httpResult{
-		Type: "result", Target: target, Scenario: scenario, Concurrency: conc,
+		Type: "result", Target: target, Scenario: scenario, Mode: "closed", Concurrency: conc,
 		Seconds: st.elapsed.Seconds(), Requests: len(lat), Errors: st.errors,
 		P50Ms: ms(percentile(lat, 0.50)), P99Ms: ms(percentile(lat, 0.99)),
 		CPUUsPerReq: -1, ServerCPU: -1,
+	}
+	if st.scheduled > 0 {
+		r.Mode = "open"
+		r.Open = &openResult{Scheduled: st.scheduled, Late: st.late, WaitedForConn: st.waited, Unsent: st.unsent}
 	}
 	if st.elapsed > 0 {
 		r.RPS = float64(len(lat)) / st.elapsed.Seconds()
@@ -352,7 +545,10 @@ type comparison struct {
 	P99Ms      float64 `json:"p99Ms"`
 	PeerP99Ms  float64 `json:"peerP99Ms"`
 	// Met: at least 2× the peer's throughput at a lower p99 (issue 3).
-	Met bool `json:"met"`
+	// Always false in open-loop mode, where both are offered the same
+	// rate and the throughput ratio says whether they kept it.
+	Met  bool   `json:"met"`
+	Mode string `json:"mode"`
 }
 
 // compareResults compares every yaps row with the PocketBase row of the
@@ -372,9 +568,9 @@ func compareResults(rs []httpResult) []comparison {
 		}
 		c := comparison{
 			Type: "compare", Scenario: r.Scenario, Target: r.Target, Peer: targetPocketBase,
-			Throughput: r.RPS / p.RPS, P99Ms: r.P99Ms, PeerP99Ms: p.P99Ms,
+			Throughput: r.RPS / p.RPS, P99Ms: r.P99Ms, PeerP99Ms: p.P99Ms, Mode: r.Mode,
 		}
-		c.Met = c.Throughput >= 2 && r.P99Ms < p.P99Ms && r.Errors == 0
+		c.Met = c.Throughput >= 2 && r.P99Ms < p.P99Ms && r.Errors == 0 && r.Open == nil
 		out = append(out, c)
 	}
 	return out
@@ -395,18 +591,73 @@ func fmtCPU(us float64) string {
 	return strconv.FormatFloat(us, 'f', 0, 64)
 }
 
+// writeResultTable writes the result rows. Open-loop rows add the offered
+// rate and the late requests (sent late or not at all); when any row has
+// Postgres's background CPU, a column shows it apart from CPU µs/req.
 func writeResultTable(w io.Writer, rs []httpResult) {
+	open, bg := false, false
+	for _, r := range rs {
+		open = open || r.Open != nil
+		bg = bg || r.PGBgUsPerReq >= 0
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tscenario\treq/s\tp50\tp99\tCPU µs/req\tof which pg\terrors\t")
+	head := "target\tscenario\treq/s\tp50\tp99\tCPU µs/req\tof which pg\t"
+	if open {
+		head = "target\tscenario\toffered\treq/s\tp50\tp99\tlate\tCPU µs/req\tof which pg\t"
+	}
+	if bg {
+		head += "pg background µs/req\t"
+	}
+	fmt.Fprintln(tw, head+"errors\t")
 	for _, r := range rs {
 		db := "-"
 		if r.DBUsPerReq >= 0 {
 			db = fmtCPU(r.DBUsPerReq)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t\n",
-			r.Target, r.Scenario, r.RPS, fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtCPU(r.CPUUsPerReq), db, r.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t", r.Target, r.Scenario)
+		if open {
+			offered, late := "-", "-"
+			if o := r.Open; o != nil {
+				offered = strconv.FormatFloat(o.OfferedRPS, 'f', -1, 64)
+				late = fmt.Sprintf("%d (%.1f%%)", o.Late+o.Unsent, 100*float64(o.Late+o.Unsent)/float64(max(o.Scheduled, 1)))
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t", offered, r.RPS, fmtMs(r.P50Ms), fmtMs(r.P99Ms), late)
+		} else {
+			fmt.Fprintf(tw, "%.0f\t%s\t%s\t", r.RPS, fmtMs(r.P50Ms), fmtMs(r.P99Ms))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t", fmtCPU(r.CPUUsPerReq), db)
+		if bg {
+			pgbg := "-"
+			if r.PGBgUsPerReq >= 0 {
+				pgbg = fmtCPU(r.PGBgUsPerReq)
+			}
+			fmt.Fprintf(tw, "%s\t", pgbg)
+		}
+		fmt.Fprintf(tw, "%d\t\n", r.Errors)
 	}
 	tw.Flush()
+}
+
+// tableNotes explains what the table's columns hold in this run, where
+// that is not obvious from the header.
+func tableNotes(cfg benchHTTPConfig, rs []httpResult) []string {
+	var notes []string
+	for _, r := range rs {
+		if r.Open != nil {
+			notes = append(notes, fmt.Sprintf("open loop: p50/p99 from each request's intended start; req/s is the achieved rate; late = sent ≥ %s after the intended start or not sent at all (JSON: late, waitedForConnection, unsent)", openLateAfter))
+			break
+		}
+	}
+	for _, r := range rs {
+		if r.PGBgUsPerReq >= 0 {
+			notes = append(notes, "pg background: Postgres's checkpointer, WAL writer, background writer and autovacuum during the slices (and until idle after them), shared by every database on that server; not in CPU µs/req")
+			break
+		}
+	}
+	if cfg.url != "" && cfg.pid > 0 && cfg.pgDB == "" && len(cfg.targets) == 1 && cfg.targets[0] != targetPocketBase {
+		notes = append(notes, "CPU µs/req is the --pid process's only: if this server uses Postgres, its backends' CPU is NOT included (--postgres-db NAME counts that database's backends)")
+	}
+	return notes
 }
 
 func writeCompareTable(w io.Writer, cs []comparison) {
@@ -416,6 +667,9 @@ func writeCompareTable(w io.Writer, cs []comparison) {
 		verdict := "no"
 		if c.Met {
 			verdict = "yes"
+		}
+		if c.Mode == "open" {
+			verdict = "n/a (open loop)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.2f×\t%s\t%s\t%s\t\n",
 			c.Target, c.Scenario, c.Throughput, fmtMs(c.P99Ms), fmtMs(c.PeerP99Ms), verdict)
