@@ -212,3 +212,36 @@ func TestPatchArchiveOverLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, l.ArchivedAt)
 }
+
+// A list at its item limit refuses new yaps before editing its document,
+// so a client that keeps trying costs no reload of the document per try;
+// the refusal is the one checkLimits gives after an edit.
+func TestDocItemLimitRefusesWithoutReload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *yaps.Config) { c.MaxDocItems = 120 })
+	a := e.list()
+	ref := a.List.Ref
+	var err error
+	created := 0
+	for range 100 {
+		if _, _, err = e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("fill"), "", nil); err != nil {
+			break
+		}
+		created++
+	}
+	requireCode(t, yaps.ETOOLARGE, err)
+	require.Greater(t, created, 3)
+
+	// Just under the limit (the refused create did not fit): the same
+	// create, again and again.
+	seq := docVersion(t, e, ref)
+	before := docOf(t, e, a).ToJSON()
+	loads := yaps.DocLoads(e.svc)
+	for range 5 {
+		_, _, err = e.svc.CreateYap(e.ctx, a, yaps.KindTask, task("fill"), "", nil)
+		requireCode(t, yaps.ETOOLARGE, err)
+	}
+	require.Equal(t, seq, docVersion(t, e, ref), "nothing stored")
+	require.Equal(t, before, docOf(t, e, a).ToJSON(), "the document does not keep the refused writes")
+	require.LessOrEqual(t, yaps.DocLoads(e.svc)-loads, int64(1), "each refused create reloaded the document")
+}

@@ -54,6 +54,9 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 		if err := writable(&w.list); err != nil {
 			return err
 		}
+		if err := w.refuseAtItemLimit(y); err != nil {
+			return err
+		}
 		ym := w.doc.GetMap(rootYaps)
 		w.edit(func() { ym.Set(y.ID, newYapMap(y)) }, nil)
 		w.touch(y.ID)
