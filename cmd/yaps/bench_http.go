@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,7 +102,7 @@ func runBenchHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	targets := fs.String("targets", targetYapsSQLite+","+targetYapsPostgres+","+targetPocketBase,
 		"comma-separated targets: yaps-sqlite, yaps-postgres, pocketbase")
 	scenarios := fs.String("scenarios", scenarioCreateYap+","+scenarioCreateHot+","+scenarioListYaps+","+scenarioGetList,
-		"comma-separated scenarios: create-yap (one list per worker), create-yap-shared (one list for all workers), list-yaps, get-list, mixed (90% list-yaps and 10% create-yap on one list; not in the default)")
+		"comma-separated scenarios: create-yap (one list per worker), create-yap-shared (one list for all workers, a fresh one after every 5,000 creates), list-yaps, get-list, mixed (90% list-yaps and 10% create-yap on one list; not in the default)")
 	fs.IntVar(&cfg.concurrency, "c", 16, "concurrent closed-loop workers")
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration of each scenario")
 	fs.IntVar(&cfg.rounds, "rounds", 6, "split each scenario's duration into this many rounds, interleaving the targets (1: one block per target)")
@@ -785,6 +786,26 @@ func taskContent(prefix string, w, i int) string {
 	return fmt.Sprintf("%s %d-%d buy oat milk #!high #@errands", prefix, w, i)
 }
 
+// The shared list of create-yap-shared is a fresh one after every
+// sharedListYaps creates (of sharedLists made at setup, then round again):
+// one list written for the whole run would reach the document's item limit
+// (Yaps, 250,000 structs: about 20,000 tasks) on a fast server, and from
+// then on the scenario would measure refusals.
+const (
+	sharedListYaps = 5000
+	sharedLists    = 16
+)
+
+// writeList returns the index into a target's write lists (the shared
+// ones, then one per worker) of scenario s's create for worker w; shared
+// counts the target's shared creates.
+func writeList(s string, w, lists int, shared *atomic.Int64) int {
+	if s == scenarioCreateHot {
+		return int(shared.Add(1)-1) / sharedListYaps % sharedLists
+	}
+	return sharedLists + w%(lists-sharedLists)
+}
+
 // yapsAPI speaks the Yaps API (base includes the prefix, e.g. /api/v1).
 // Every request carries the list's owner code: the server hashes it and
 // checks the role, as it does for any real client.
@@ -792,9 +813,10 @@ type yapsAPI struct {
 	base              string
 	page              int
 	readRef, readCode string
-	writeRefs         []string // [0] is the shared list, [1+w] worker w's
+	writeRefs         []string // sharedLists shared lists, then worker w's
 	writeCodes        []string
-	mixedRef          string // the list of scenario mixed, read and written
+	shared            atomic.Int64 // create-yap-shared's creates so far
+	mixedRef          string       // the list of scenario mixed, read and written
 	mixedCode         string
 }
 
@@ -830,7 +852,7 @@ func (y *yapsAPI) setup(ctx context.Context, c *http.Client, n, workers int, mix
 			return err
 		}
 	}
-	for i := range 1 + workers {
+	for i := range sharedLists + workers {
 		ref, code, err := y.createList(ctx, c, "bench write list "+strconv.Itoa(i))
 		if err != nil {
 			return err
@@ -866,10 +888,7 @@ func (y *yapsAPI) request(s string, w, i int) (*http.Request, error) {
 		}
 		return req, err
 	case scenarioCreateYap, scenarioCreateHot:
-		l := 0
-		if s == scenarioCreateYap {
-			l = 1 + w%(len(y.writeRefs)-1)
-		}
+		l := writeList(s, w, len(y.writeRefs), &y.shared)
 		body := `{"kind":"task","content":"` + taskContent("bench", w, i) + `","status":"open"}`
 		req, err = http.NewRequest(http.MethodPost, y.base+"/lists/"+y.writeRefs[l]+"/yaps", strings.NewReader(body))
 		if err == nil {
@@ -912,7 +931,8 @@ type pocketBaseAPI struct {
 	base     string
 	page     int
 	readID   string
-	writeIDs []string // [0] is the shared list, [1+w] worker w's
+	writeIDs []string     // sharedLists shared lists, then worker w's
+	shared   atomic.Int64 // create-yap-shared's creates so far
 	listURL  string
 	mixedID  string // the list of scenario mixed, read and written
 	mixedURL string // its first page
@@ -922,7 +942,7 @@ func (p *pocketBaseAPI) setup(ctx context.Context, c *http.Client, n, workers in
 	var out struct {
 		ID string `json:"id"`
 	}
-	for i := range 2 + workers {
+	for i := range 1 + sharedLists + workers {
 		if err := postJSON(ctx, c, p.base+"/api/collections/lists/records", "", map[string]string{"title": "bench list " + strconv.Itoa(i), "kind": "task"}, &out); err != nil {
 			return err
 		}
@@ -983,10 +1003,7 @@ func (p *pocketBaseAPI) request(s string, w, i int) (*http.Request, error) {
 		}
 		return req, err
 	case scenarioCreateYap, scenarioCreateHot:
-		l := 0
-		if s == scenarioCreateYap {
-			l = 1 + w%(len(p.writeIDs)-1)
-		}
+		l := writeList(s, w, len(p.writeIDs), &p.shared)
 		body := `{"list":"` + p.writeIDs[l] + `","kind":"task","content":"` + taskContent("bench", w, i) + `","status":"open"}`
 		req, err := http.NewRequest(http.MethodPost, p.base+"/api/collections/yaps/records", strings.NewReader(body))
 		if err == nil {

@@ -773,3 +773,26 @@ func TestBenchPostgresAttach(t *testing.T) {
 		t.Errorf("database gone after dropping the attached handle: %v", err)
 	}
 }
+
+// create-yap-shared moves every target to a fresh shared list after
+// sharedListYaps creates (so no run fills one list to its limit), and
+// create-yap keeps each worker on a list of its own.
+func TestBenchWriteList(t *testing.T) {
+	t.Parallel()
+	const workers = 4
+	lists := sharedLists + workers
+	var shared atomic.Int64
+	counts := map[int]int{}
+	for i := range 3 * sharedListYaps {
+		l := writeList(scenarioCreateHot, i%workers, lists, &shared)
+		counts[l]++
+		require.Equal(t, i/sharedListYaps, l, "create %d", i)
+	}
+	require.Equal(t, map[int]int{0: sharedListYaps, 1: sharedListYaps, 2: sharedListYaps}, counts)
+	shared.Store(sharedLists * sharedListYaps) // past the last: round again
+	require.Equal(t, 0, writeList(scenarioCreateHot, 0, lists, &shared))
+
+	for w := range 2 * workers {
+		require.Equal(t, sharedLists+w%workers, writeList(scenarioCreateYap, w, lists, &shared))
+	}
+}
