@@ -154,7 +154,8 @@ func (s *Service) notify(n Notice) {
 //     returns nil.
 //   - Delivery is best effort, at most once, unordered with respect to
 //     document updates. The Notifier may drop payloads over its limit
-//     (store/pgnotify: MaxAwarenessPayload, about 5.8 KB).
+//     (store/pgnotify: MaxAwarenessMessageBytes, 256 KiB by default; it
+//     sends a payload over MaxAwarenessPayload, about 5.8 KB, in parts).
 //
 // Other processes emit the update as an EventAwareness with Update set to
 // payload, to their subscribers, when they have the list pinned or watched

@@ -11,3 +11,7 @@ func CheckPeers(n *Notifier) { n.checkPeers(n.ctx) }
 
 // ShortHash is the channel tag in a listening connection's name.
 func ShortHash(s string) string { return shortHash(s) }
+
+// Buffered returns the incomplete messages n keeps of the other processes'
+// parts, and the bytes they count against its caps.
+func Buffered(n *Notifier) (messages, bytes int) { return n.parts.buffered() }

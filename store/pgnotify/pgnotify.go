@@ -57,12 +57,40 @@
 //
 // A notice travels as compact JSON: {"k":kind,"s":sender,"r":listRef,
 // "q":seq,"p":permissionId,"a":base64(awareness)}, with empty members left
-// out. Postgres limits a payload to 7999 bytes; awareness updates larger
-// than MaxAwarenessPayload (5800 bytes before base64) are dropped with a
-// debug log and Publish returns nil (awareness is best effort and a client
-// re-sends its state every 15 s; real states are a few hundred bytes).
-// Each Notifier has a random process id (ID) stamped into what it
+// out. Postgres limits a payload to 7999 bytes; an awareness update larger
+// than MaxAwarenessPayload (5800 bytes before base64) goes in parts (see
+// Parts). Each Notifier has a random process id (ID) stamped into what it
 // publishes; its own notices are dropped when they come back.
+//
+// # Parts
+//
+// Most awareness states are a few hundred bytes, but the sync server
+// accepts one of up to 64 KiB (an avatar as a data URL, say), and every
+// process must see it. An awareness update over MaxAwarenessPayload is
+// therefore split into parts of up to about 5.9 KB each,
+// {"s":sender,"m":messageId,"i":index,"n":count,"t":kind,"r":listRef,
+// "a":base64(its share of the update)}, "i" left out for the first, all
+// sent by one statement (`SELECT pg_notify($1, p) FROM unnest($2)`), so
+// they are committed in one transaction, whose notifications Postgres
+// delivers in order and without others between them (message ids count up
+// per sender from 1; the parts differ, so none is folded into another). An
+// update over Config.MaxAwarenessMessageBytes (default 256 KiB) is dropped
+// with a debug log and Publish returns nil: awareness is best effort, and
+// a client re-sends its state every 15 s. A 64 KiB state takes 12
+// notifications, each costing Postgres about as much as a small write.
+//
+// A listener collects the parts by sender and message id and delivers the
+// update once the last one arrived. A part that is malformed, or does not
+// follow the one before it of its message (index, count, kind or list ref),
+// discards the message, as does one that would take it over
+// MaxAwarenessMessageBytes; parts whose first part it never saw are
+// ignored. It keeps at most MaxAwarenessMessageBytes of incomplete
+// messages per sender (a sender's newer message pushes out its older
+// incomplete ones) and four times that in all, and drops a message still
+// incomplete PartTimeout (default 5 s) after its first part. A process from
+// before parts ignores them (a payload without a kind, like a hello), so
+// while a deployment runs mixed versions large states do not reach the old
+// processes, as before.
 //
 // # Confirmed notices
 //
@@ -109,7 +137,8 @@ import (
 const (
 	// DefaultChannel is the channel without a search_path in the DSN.
 	DefaultChannel = "yaps_notices"
-	// MaxAwarenessPayload is the largest awareness update Publish sends.
+	// MaxAwarenessPayload is the largest awareness update sent in one
+	// payload; a larger one goes in parts (see Parts).
 	MaxAwarenessPayload = 5800
 	// maxPayload is Postgres's NOTIFY limit (payload shorter than 8000).
 	maxPayload = 7999
@@ -135,6 +164,18 @@ type Config struct {
 	// PeerCheckInterval: how often pg_stat_activity is asked whether other
 	// Notifiers listen on the channel (see Presence). Default: 2s.
 	PeerCheckInterval time.Duration
+	// MaxAwarenessMessageBytes caps an awareness update sent in parts (see
+	// Parts): Publish drops a larger one (debug log), and a listener
+	// discards a message whose parts add up to more. It must be at least
+	// the largest awareness notice the sync server publishes, one client's
+	// state (sync/ysync's MaxAwarenessStateBytes, 64 KiB by default) plus
+	// a few dozen bytes; every process of a deployment should use the same
+	// value. Default: DefaultMaxAwarenessMessageBytes (256 KiB).
+	MaxAwarenessMessageBytes int
+	// PartTimeout: a listener drops a message sent in parts whose parts
+	// have not all arrived this long after the first. Default:
+	// DefaultPartTimeout (5s).
+	PartTimeout time.Duration
 }
 
 // ReplayWindow is how long notices skipped for lack of listeners are kept,
@@ -183,6 +224,10 @@ type Notifier struct {
 	// PublishConfirmed's waiters, by nonce: the peers yet to ack.
 	amu     sync.Mutex
 	waiters map[string]*ackWaiter
+
+	// Parts (see the package comment).
+	msgSeq atomic.Uint64 // the id of the last message sent in parts
+	parts  *assembler    // puts the other processes' parts back together
 }
 
 // ackWaiter is one PublishConfirmed call waiting for its acks.
@@ -243,10 +288,16 @@ func Open(ctx context.Context, cfg Config) (*Notifier, error) {
 	if cfg.PeerCheckInterval <= 0 {
 		cfg.PeerCheckInterval = 2 * time.Second
 	}
+	if cfg.MaxAwarenessMessageBytes <= 0 {
+		cfg.MaxAwarenessMessageBytes = DefaultMaxAwarenessMessageBytes
+	}
+	if cfg.PartTimeout <= 0 {
+		cfg.PartTimeout = DefaultPartTimeout
+	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	n := &Notifier{cfg: cfg, id: hex.EncodeToString(raw[:]), done: make(chan struct{}), subs: map[int]func(yaps.Notice){},
-		waiters: map[string]*ackWaiter{}}
+		waiters: map[string]*ackWaiter{}, parts: newAssembler(cfg)}
 	n.own = `{"s":"` + n.id + `"`
 
 	cc, err := pgx.ParseConfig(cfg.DSN)
@@ -305,6 +356,7 @@ func (n *Notifier) Close() error {
 		n.cancel()
 		<-n.done
 		n.loops.Wait()
+		n.parts.close()
 		closed := make(chan struct{})
 		go func() {
 			n.pool.Close()
@@ -340,11 +392,18 @@ type wire struct {
 	H   int             `json:"h,omitempty"`   // 1: a hello (see Presence), nothing else set but S
 	C   string          `json:"c,omitempty"`   // PublishConfirmed: answer with an ack carrying C
 	Ack string          `json:"ack,omitempty"` // an ack of the notice with C = Ack, nothing else set but S
+	// A part of a split notice (see Parts), with S, R and A (its share of
+	// the payload) set, never K: a process that does not know parts
+	// ignores a payload without K or B.
+	M uint64          `json:"m,omitempty"` // the message's id, per sender, from 1
+	I int             `json:"i,omitempty"` // the part's index, from 0
+	N int             `json:"n,omitempty"` // the message's part count
+	T yaps.NoticeKind `json:"t,omitempty"` // the message's kind
 }
 
 // Publish sends notice to the other processes on the channel (see the
-// package comment for the payload limit). While no other Notifier listens
-// it sends nothing and returns nil (see Presence).
+// package comment for the payload limit and Parts). While no other
+// Notifier listens it sends nothing and returns nil (see Presence).
 func (n *Notifier) Publish(ctx context.Context, notice yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
@@ -352,11 +411,26 @@ func (n *Notifier) Publish(ctx context.Context, notice yaps.Notice) error {
 	if n.skip(notice) {
 		return nil
 	}
-	payload, err := n.encode(notice)
-	if err != nil || payload == "" {
+	item, split, err := n.encodeItem(notice)
+	if split {
+		return n.notifyAll(ctx, n.split(notice))
+	}
+	if err != nil || item == nil {
 		return err
 	}
-	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, payload); err != nil {
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, $2)", n.cfg.Channel, n.single(item)); err != nil {
+		return fmt.Errorf("pgnotify: notify: %w", err)
+	}
+	return nil
+}
+
+// notifyAll sends payloads in one statement, so in one transaction, whose
+// notifications Postgres delivers together and in order.
+func (n *Notifier) notifyAll(ctx context.Context, payloads []string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", n.cfg.Channel, payloads); err != nil {
 		return fmt.Errorf("pgnotify: notify: %w", err)
 	}
 	return nil
@@ -367,9 +441,11 @@ var _ yaps.BatchPublisher = (*Notifier)(nil)
 // PublishBatch implements yaps.BatchPublisher: the notices go in one
 // statement, so one round trip and one transaction, in order, packed into
 // as few payloads as the limit allows (see the package comment); identical
-// notices go once. A notice that cannot be sent (over the payload limit) is
-// left out and reported in the error; the others are still sent. While no
-// other Notifier listens it sends nothing and returns nil (see Presence).
+// notices go once. An awareness update too large for one payload goes in
+// parts (see Parts) at its place in the order. A notice that cannot be
+// sent (over the payload limit) is left out and reported in the error; the
+// others are still sent. While no other Notifier listens it sends nothing
+// and returns nil (see Presence).
 func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) error {
 	if n.ctx.Err() != nil {
 		return ErrClosed
@@ -377,13 +453,28 @@ func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) erro
 	if n.skip(notices...) {
 		return nil
 	}
-	items := make([][]byte, 0, len(notices))
+	var payloads []string
+	items := make([][]byte, 0, len(notices)) // not yet packed into payloads
 	seen := make(map[string]bool, len(notices))
 	var errs []error
 	for _, notice := range notices {
-		item, err := n.encodeItem(notice)
+		item, split, err := n.encodeItem(notice)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if split {
+			// Keyed apart from items, which start with '{'.
+			key := "\x00" + notice.ListRef + "\x00" + string(notice.Payload)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if parts := n.split(notice); len(parts) > 0 {
+				payloads = append(payloads, n.pack(items)...)
+				payloads = append(payloads, parts...)
+				items = items[:0]
+			}
+			continue
 		}
 		if item == nil || seen[string(item)] {
 			continue
@@ -391,10 +482,9 @@ func (n *Notifier) PublishBatch(ctx context.Context, notices []yaps.Notice) erro
 		seen[string(item)] = true
 		items = append(items, item)
 	}
-	if payloads := n.pack(items); len(payloads) > 0 {
-		if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", n.cfg.Channel, payloads); err != nil {
-			errs = append(errs, fmt.Errorf("pgnotify: notify: %w", err))
-		}
+	payloads = append(payloads, n.pack(items)...)
+	if err := n.notifyAll(ctx, payloads); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -426,7 +516,10 @@ func (n *Notifier) PublishConfirmed(ctx context.Context, notice yaps.Notice) err
 	if listed && len(peers) == 0 {
 		return nil
 	}
-	item, err := n.encodeItem(notice)
+	item, split, err := n.encodeItem(notice)
+	if split {
+		return errors.New("pgnotify: an awareness update too large for one payload cannot be confirmed")
+	}
 	if err != nil || item == nil {
 		return err
 	}
@@ -549,16 +642,6 @@ func (n *Notifier) pack(items [][]byte) []string {
 	return payloads
 }
 
-// encode returns the single-notice payload of notice, or "" for a notice
-// that is not sent (local only, or an awareness update over the limit).
-func (n *Notifier) encode(notice yaps.Notice) (string, error) {
-	item, err := n.encodeItem(notice)
-	if item == nil {
-		return "", err
-	}
-	return n.single(item), nil
-}
-
 // single returns the single-notice payload of item (encodeItem's output):
 // the item with this Notifier's sender first.
 func (n *Notifier) single(item []byte) string { return n.own + "," + string(item[1:]) }
@@ -567,29 +650,28 @@ func (n *Notifier) single(item []byte) string { return n.own + "," + string(item
 // sent or received.
 func localOnly(k yaps.NoticeKind) bool { return k == yaps.NoticeResync || k == yaps.NoticeLost }
 
-// encodeItem returns notice as a JSON object without its sender, nil for a
-// notice that is not sent (local only, or an awareness update over the
-// limit), or an error for any other notice that could not travel alone.
-func (n *Notifier) encodeItem(notice yaps.Notice) ([]byte, error) {
+// encodeItem returns notice as a JSON object without its sender; nil for a
+// notice that is not sent (local only); split for an awareness update too
+// large for one payload, which goes in parts (see split); or an error for
+// any other notice that could not travel alone.
+func (n *Notifier) encodeItem(notice yaps.Notice) (item []byte, split bool, err error) {
 	if localOnly(notice.Kind) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if notice.Kind == yaps.NoticeAwareness && len(notice.Payload) > MaxAwarenessPayload {
-		n.cfg.Logger.Debug("pgnotify: awareness update too large; dropped", "list", notice.ListRef, "bytes", len(notice.Payload))
-		return nil, nil
+		return nil, true, nil
 	}
 	b, err := json.Marshal(wire{K: notice.Kind, R: notice.ListRef, Q: notice.Seq, P: notice.PermissionID, A: notice.Payload})
 	if err != nil {
-		return nil, fmt.Errorf("pgnotify: %w", err)
+		return nil, false, fmt.Errorf("pgnotify: %w", err)
 	}
 	if size := len(n.own) + len(b); size > maxPayload {
 		if notice.Kind == yaps.NoticeAwareness {
-			n.cfg.Logger.Debug("pgnotify: awareness notice too large; dropped", "list", notice.ListRef, "bytes", size)
-			return nil, nil
+			return nil, true, nil // a long list ref
 		}
-		return nil, fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", size)
+		return nil, false, fmt.Errorf("pgnotify: notice of %d bytes exceeds the NOTIFY limit", size)
 	}
-	return b, nil
+	return b, false, nil
 }
 
 // Listen calls fn for every notice of another process until ctx is done
@@ -647,6 +729,15 @@ func (n *Notifier) handle(payload string) {
 		return
 	}
 	if err == nil && w.H != 0 {
+		return
+	}
+	if err == nil && (w.M != 0 || w.N != 0) {
+		if w.S == n.id {
+			return
+		}
+		if notice, ok := n.parts.add(&w); ok {
+			n.deliver(notice)
+		}
 		return
 	}
 	if err != nil || (w.K == 0) == (len(w.B) == 0) {

@@ -308,8 +308,12 @@ func TestOversizedPayloads(t *testing.T) {
 	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: ref, Payload: largest}))
 	require.Equal(t, largest, recv(t, in).Payload)
 
-	// One byte more: dropped quietly (best effort).
+	// One byte more goes in parts (parts_test.go); over
+	// MaxAwarenessMessageBytes it is dropped quietly (best effort).
 	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: ref, Payload: append(largest, 0)}))
+	require.Equal(t, append(largest, 0), recv(t, in).Payload)
+	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: ref,
+		Payload: make([]byte, pgnotify.DefaultMaxAwarenessMessageBytes+1)}))
 	require.NoError(t, pub.Publish(ctx, yaps.Notice{Kind: yaps.NoticeList, ListRef: "marker"}))
 	require.Equal(t, "marker", recv(t, in).ListRef, "the oversized awareness update was dropped")
 
@@ -341,8 +345,9 @@ func TestClosed(t *testing.T) {
 	require.ErrorIs(t, n.Publish(context.Background(), yaps.Notice{Kind: yaps.NoticeList}), pgnotify.ErrClosed)
 }
 
-// PublishBatch sends every sendable notice, in order, and reports the
-// ones it could not send.
+// PublishBatch sends every sendable notice, in order (an awareness update
+// too large for one payload in parts, at its place), and reports the ones
+// it could not send.
 func TestPublishBatch(t *testing.T) {
 	t.Parallel()
 	_, n1, _, in2 := pair(t)
@@ -351,14 +356,18 @@ func TestPublishBatch(t *testing.T) {
 		{Kind: yaps.NoticeResync},                                          // local only
 		{Kind: yaps.NoticeLost},                                            // local only
 		{Kind: yaps.NoticeDoc, ListRef: strings.Repeat("x", 9000), Seq: 1}, // over the limit
-		{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: make([]byte, 2*pgnotify.MaxAwarenessPayload)}, // dropped
+		{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: bytes.Repeat([]byte{7}, 2*pgnotify.MaxAwarenessPayload)}, // in parts
 		{Kind: yaps.NoticeList, ListRef: "b"},
 		{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7}, // a duplicate is still delivered once
+		{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: bytes.Repeat([]byte{7}, 2*pgnotify.MaxAwarenessPayload)},  // so is this one
+		{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: make([]byte, pgnotify.DefaultMaxAwarenessMessageBytes+1)}, // dropped
 	}
 	err := n1.PublishBatch(context.Background(), batch)
 	require.ErrorContains(t, err, "exceeds the NOTIFY limit")
 	got := recv(t, in2)
 	require.Equal(t, yaps.Notice{Kind: yaps.NoticeDoc, ListRef: "a", Seq: 7, Sender: n1.ID()}, got)
+	got = recv(t, in2)
+	require.Equal(t, yaps.Notice{Kind: yaps.NoticeAwareness, ListRef: "a", Payload: batch[4].Payload, Sender: n1.ID()}, got)
 	got = recv(t, in2)
 	require.Equal(t, yaps.Notice{Kind: yaps.NoticeList, ListRef: "b", Sender: n1.ID()}, got)
 	quiet(t, in2)
