@@ -123,7 +123,8 @@ func TestInteropAwarenessAfterReconnect(t *testing.T) {
 // One awareness message whose states add up to more than the bus carries
 // in one notice (store/pgnotify: 5,800 bytes) reaches the other process's
 // clients: it is published in pieces. It was lost whole. (A single state
-// over the bus's limit still stays within its process; see decisions.md.)
+// over that limit goes alone, and store/pgnotify sends it in parts; see
+// TestLargeStateCrossesProcesses.)
 func TestLargeAwarenessCrossesProcesses(t *testing.T) {
 	t.Parallel()
 	A, B := twoPostgresStacks(t)
@@ -158,6 +159,43 @@ func TestLargeAwarenessCrossesProcesses(t *testing.T) {
 		}
 	}
 	require.Equal(t, want, got)
+}
+
+// A single awareness state larger than one Postgres notification (a user's
+// avatar as a data URL; store/pgnotify sends it in parts) reaches the
+// clients of the other process, in the answer to a process that opens the
+// room after it was set and when it changes. It reached the clients of its
+// own process only.
+func TestLargeStateCrossesProcesses(t *testing.T) {
+	t.Parallel()
+	A, B := twoPostgresStacks(t)
+	ref, owner := A.newList()
+	viewer, _ := A.issue(ref, owner, "viewer")
+	state := func(v, size int) string {
+		avatar := strings.Repeat("iVBORw0KGgo", size/11)
+		return fmt.Sprintf(`{"user":{"name":"ann","avatar":"data:image/png;base64,%s"},"v":%d}`, avatar, v)
+	}
+	a := A.dial(ref, owner)
+	time.Sleep(500 * time.Millisecond) // A knows B listens
+	first := state(1, 20<<10)
+	require.Greater(t, len(first), 20<<10)
+	sendAwareness(a, AwarenessEntry{ClientID: 7, Clock: 1, State: first})
+	require.Equal(t, first, awarenessMap(t, a.nextOf(MsgAwareness))[7]) // A took it
+
+	// B opens the room now and asks who is there; A's answer carries it.
+	b := B.dial(ref, viewer)
+	deadline := time.Now().Add(5 * time.Second)
+	for awarenessMap(t, b.nextOf(MsgAwareness))[7] != first { // nextOf fails after 2 s of silence
+		require.True(t, time.Now().Before(deadline), "the 20 KB state never reached the other process")
+	}
+
+	// A newer state near the sync server's limit (64 KiB), set while both
+	// rooms are open.
+	second := state(2, 60<<10)
+	sendAwareness(a, AwarenessEntry{ClientID: 7, Clock: 2, State: second})
+	for awarenessMap(t, b.nextOf(MsgAwareness))[7] != second {
+		require.True(t, time.Now().Before(deadline), "the 60 KB state never reached the other process")
+	}
 }
 
 // The same with real Postgres (two stacks, store/pgnotify between them).

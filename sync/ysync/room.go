@@ -159,9 +159,11 @@ func (r *room) leave(c *conn) {
 
 // publishAwareness hands entries set by connections of permission perm to
 // the other processes, as awareness notices of at most awarenessChunk
-// bytes each (unless one state is larger): a bus caps its notices
-// (store/pgnotify drops awareness over 5,800 bytes), and one notice with
-// several states could go over it and be lost whole.
+// bytes each (unless one state is larger): a bus may cap its notices
+// (store/pgnotify sends one of up to 5,800 bytes as one notification and a
+// larger one in parts, up to 256 KiB), and one notice with several states
+// could go over a cap and be lost whole, or cost parts where single
+// notifications do.
 func (r *room) publishAwareness(perm string, entries []AwarenessEntry) {
 	for _, chunk := range awarenessChunks(entries) {
 		r.s.cfg.Broadcaster.PublishAwareness(r.ref, encodeAwarenessNotice(perm, chunk))
@@ -559,9 +561,10 @@ func (r *room) awarenessFrameLocked() []byte {
 
 // awarenessChunk bounds the size of one awareness update this process
 // hands its Broadcaster when it answers another process's "who is there?":
-// a bus caps its notices (store/pgnotify drops awareness over 5,800
-// bytes), and one answer with every state of a busy room would go over it
-// and be lost whole. A single state larger than this goes alone.
+// a bus may cap its notices (store/pgnotify sends awareness of up to 5,800
+// bytes as one notification, a larger update in parts, and drops one over
+// 256 KiB), and one answer with every state of a busy room would go over
+// it and be lost whole. A single state larger than this goes alone.
 const awarenessChunk = 4096
 
 // awarenessEntryOverhead bounds the bytes an encoded awareness entry takes
