@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/yaps-dev/yaps/store/bunstore"
 	"github.com/yaps-dev/yaps/store/storetest"
 	"github.com/yaps-dev/yaps/yaps"
 	"github.com/yaps-dev/yaps/yaps/yjs"
@@ -34,26 +33,9 @@ func TestPostgresContention(t *testing.T) {
 		{"writes and compactions", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dsn := storetest.PostgresDSN(t)
 			ctx := context.Background()
-			var svcs []*yaps.Service
-			for range 2 {
-				st, err := bunstore.Open(ctx, dsn)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = st.Close() })
-				s, err := yaps.NewService(yaps.Config{Store: st, PurgeInterval: -1})
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = s.Close() })
-				svcs = append(svcs, s)
-			}
-			cl, err := svcs[0].CreateList(ctx, yaps.CreateListInput{Title: yaps.Set("shared")})
-			require.NoError(t, err)
-			var actors []*yaps.Actor
-			for _, s := range svcs {
-				a, err := s.Authenticate(ctx, cl.List.Ref, cl.OwnerCode)
-				require.NoError(t, err)
-				actors = append(actors, a)
-			}
+			svcs, actors := postgresProcesses(t, yaps.Config{})
+			ref := actors[0].List.Ref
 			y, _, err := svcs[0].CreateYap(ctx, actors[0], yaps.KindTask, task("shared"), "", nil)
 			require.NoError(t, err)
 
@@ -99,7 +81,7 @@ func TestPostgresContention(t *testing.T) {
 							return
 						default:
 						}
-						if err := s.CompactNow(ctx, cl.List.Ref); err != nil {
+						if err := s.CompactNow(ctx, ref); err != nil {
 							mu.Lock()
 							faults = append(faults, fmt.Errorf("compaction: %w", err))
 							mu.Unlock()
@@ -114,8 +96,8 @@ func TestPostgresContention(t *testing.T) {
 			require.Empty(t, faults)
 			// Both processes agree with the store.
 			for i, s := range svcs {
-				require.NoError(t, s.Refresh(ctx, cl.List.Ref))
-				require.Empty(t, yaps.ViewMatchesDoc(s, cl.List.Ref), "process %d", i)
+				require.NoError(t, s.Refresh(ctx, ref))
+				require.Empty(t, yaps.ViewMatchesDoc(s, ref), "process %d", i)
 			}
 		})
 	}

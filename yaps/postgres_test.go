@@ -14,12 +14,12 @@ import (
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
 
-// TestPostgresTwoProcesses runs two services, each with its own connection
-// pool, on one Postgres schema: concurrent HTTP writes and sync writes on
-// both must serialize into one update log, and both documents must agree
-// with the projection. Runs when YAPS_TEST_POSTGRES is set.
-func TestPostgresTwoProcesses(t *testing.T) {
-	t.Parallel()
+// postgresProcesses starts two services (as two processes would be), each
+// with its own connection pool on one fresh Postgres schema, with cfg
+// (PurgeInterval off), and returns them with an owner of one new list
+// authenticated on each.
+func postgresProcesses(t *testing.T, cfg yaps.Config) ([]*yaps.Service, []*yaps.Actor) {
+	t.Helper()
 	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
 	var svcs []*yaps.Service
@@ -27,7 +27,9 @@ func TestPostgresTwoProcesses(t *testing.T) {
 		st, err := bunstore.Open(ctx, dsn)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
-		s, err := yaps.NewService(yaps.Config{Store: st, PurgeInterval: -1, CompactAfter: 7})
+		c := cfg
+		c.Store, c.PurgeInterval = st, -1
+		s, err := yaps.NewService(c)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		svcs = append(svcs, s)
@@ -40,6 +42,18 @@ func TestPostgresTwoProcesses(t *testing.T) {
 		require.NoError(t, err)
 		actors = append(actors, a)
 	}
+	return svcs, actors
+}
+
+// TestPostgresTwoProcesses runs two services, each with its own connection
+// pool, on one Postgres schema: concurrent HTTP writes and sync writes on
+// both must serialize into one update log, and both documents must agree
+// with the projection. Runs when YAPS_TEST_POSTGRES is set.
+func TestPostgresTwoProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svcs, actors := postgresProcesses(t, yaps.Config{CompactAfter: 7})
+	ref := actors[0].List.Ref
 	note, _, err := svcs[0].CreateYap(ctx, actors[0], yaps.KindNote, yaps.YapFields{Body: yaps.Set("")}, "", nil)
 	require.NoError(t, err)
 
@@ -61,7 +75,7 @@ func TestPostgresTwoProcesses(t *testing.T) {
 		go func() { // sync typing into the shared note, as a client on process i
 			defer wg.Done()
 			for j := range each {
-				state, err := s.EncodeState(ctx, cl.List.Ref, nil)
+				state, err := s.EncodeState(ctx, ref, nil)
 				if err != nil {
 					errs <- err
 					return
@@ -100,19 +114,19 @@ func TestPostgresTwoProcesses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, n.Body, 2*each)
 	for _, s := range svcs {
-		require.NoError(t, s.Refresh(ctx, cl.List.Ref))
+		require.NoError(t, s.Refresh(ctx, ref))
 	}
-	s0, err := svcs[0].EncodeState(ctx, cl.List.Ref, nil)
+	s0, err := svcs[0].EncodeState(ctx, ref, nil)
 	require.NoError(t, err)
-	s1, err := svcs[1].EncodeState(ctx, cl.List.Ref, nil)
+	s1, err := svcs[1].EncodeState(ctx, ref, nil)
 	require.NoError(t, err)
 	d0, d1 := yjs.NewDoc(), yjs.NewDoc()
 	require.NoError(t, d0.ApplyUpdate(s0, nil))
 	require.NoError(t, d1.ApplyUpdate(s1, nil))
 	require.Equal(t, d0.ToJSON(), d1.ToJSON())
-	sv0, err := svcs[0].StateVector(ctx, cl.List.Ref)
+	sv0, err := svcs[0].StateVector(ctx, ref)
 	require.NoError(t, err)
-	sv1, err := svcs[1].StateVector(ctx, cl.List.Ref)
+	sv1, err := svcs[1].StateVector(ctx, ref)
 	require.NoError(t, err)
 	require.Equal(t, sv0, sv1)
 }

@@ -1202,6 +1202,17 @@ type pgScratch struct {
 	owned bool // created by the bench: dropped at the end, backends reniced with --nice
 }
 
+// openAdmin opens one connection's pool to the server of adminDSN; its
+// errors never show adminDSN's password.
+func openAdmin(adminDSN string) (*sql.DB, error) {
+	admin, err := sql.Open("pgx", adminDSN)
+	if err != nil {
+		return nil, redactErr(err)
+	}
+	admin.SetMaxOpenConns(1)
+	return admin, nil
+}
+
 // createPostgresDB creates a fresh database on the server of adminDSN.
 // Its errors never show adminDSN's password.
 func createPostgresDB(ctx context.Context, adminDSN string) (*pgScratch, error) {
@@ -1209,11 +1220,10 @@ func createPostgresDB(ctx context.Context, adminDSN string) (*pgScratch, error) 
 	if err != nil {
 		return nil, redactErr(err) // url.Parse quotes the whole DSN
 	}
-	admin, err := sql.Open("pgx", adminDSN)
+	admin, err := openAdmin(adminDSN)
 	if err != nil {
-		return nil, redactErr(err)
+		return nil, err
 	}
-	admin.SetMaxOpenConns(1)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	name := fmt.Sprintf("yaps_bench_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
@@ -1229,11 +1239,10 @@ func createPostgresDB(ctx context.Context, adminDSN string) (*pgScratch, error) 
 // of database name, which a running server (--url) uses. The bench neither
 // creates nor drops it. Its errors never show adminDSN's password.
 func attachPostgresDB(ctx context.Context, adminDSN, name string) (*pgScratch, error) {
-	admin, err := sql.Open("pgx", adminDSN)
+	admin, err := openAdmin(adminDSN)
 	if err != nil {
-		return nil, redactErr(err)
+		return nil, err
 	}
-	admin.SetMaxOpenConns(1)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var one int
