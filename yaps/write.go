@@ -420,7 +420,7 @@ func (w *writeOp) checkLimits() error {
 		return nil
 	}
 	if max := cfg.MaxDocItems; max > 0 && w.doc.StructCount() > max {
-		return Errorf(ETOOLARGE, "the list document is over its size limit (%d items)", max)
+		return errItemLimit(max)
 	}
 	if max := cfg.MaxDocBytes; max > 0 {
 		est := w.e.stateBytes + w.e.sinceBytes
@@ -461,9 +461,15 @@ func (w *writeOp) refuseAtItemLimit(y *Yap) error {
 	scratch := yjs.NewDoc()
 	scratch.GetMap(rootYaps).Set(y.ID, newYapMap(y))
 	if have+scratch.StructCount() > max {
-		return Errorf(ETOOLARGE, "the list document is over its size limit (%d items)", max)
+		return errItemLimit(max)
 	}
 	return nil
+}
+
+// errItemLimit refuses a write that would take the document over max
+// structs (Config.MaxDocItems).
+func errItemLimit(max int) error {
+	return Errorf(ETOOLARGE, "the list document is over its size limit (%d items)", max)
 }
 
 // yapStructsBound is more structs than one new yap adds to a document: its

@@ -542,9 +542,7 @@ func (t *liveTarget) slice(ctx context.Context, cfg benchHTTPConfig, s string, d
 	acc.st.late += st.late
 	acc.st.waited += st.waited
 	acc.st.unsent += st.unsent
-	if acc.st.firstErr == "" {
-		acc.st.firstErr = st.firstErr
-	}
+	acc.st.noteErr(st.firstErr)
 	if !s0.ok || !sEnd.ok || !s1.ok {
 		acc.cpuOK = false
 	}

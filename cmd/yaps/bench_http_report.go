@@ -39,6 +39,30 @@ type loadStats struct {
 	unsent    int             // due but not sent by the end of the phase (not in late)
 }
 
+// noteErr keeps msg as the phase's first error, unless it has one.
+func (st *loadStats) noteErr(msg string) {
+	if st.firstErr == "" {
+		st.firstErr = msg
+	}
+}
+
+// statusErr describes a request answered with a status other than 2xx.
+func statusErr(req *http.Request, status int) string {
+	return fmt.Sprintf("%s %s: status %d", req.Method, req.URL.Path, status)
+}
+
+// end returns the outcome of a load phase run under ctx: an error when ctx
+// ended by other than cancellation, or when no request could even be built.
+func (st loadStats) end(ctx context.Context) (loadStats, error) {
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return st, err
+	}
+	if st.firstErr != "" && len(st.latencies) == 0 && st.errors == 0 {
+		return st, errors.New(st.firstErr) // request construction failed
+	}
+	return st, nil
+}
+
 // doer sends one request and reads the whole answer; each load worker has
 // its own.
 type doer interface {
@@ -167,9 +191,7 @@ func load(ctx context.Context, doers []doer, a api, s string, dur time.Duration)
 				req, err := a.request(s, w, i)
 				if err != nil {
 					mu.Lock()
-					if st.firstErr == "" {
-						st.firstErr = err.Error()
-					}
+					st.noteErr(err.Error())
 					mu.Unlock()
 					cancel()
 					break
@@ -185,17 +207,13 @@ func load(ctx context.Context, doers []doer, a api, s string, dur time.Duration)
 					}
 					errCount[w]++
 					mu.Lock()
-					if st.firstErr == "" {
-						st.firstErr = err.Error()
-					}
+					st.noteErr(err.Error())
 					mu.Unlock()
 					time.Sleep(10 * time.Millisecond) // don't spin on a dead server
 				case status/100 != 2:
 					errCount[w]++
 					mu.Lock()
-					if st.firstErr == "" {
-						st.firstErr = fmt.Sprintf("%s %s: status %d", req.Method, req.URL.Path, status)
-					}
+					st.noteErr(statusErr(req, status))
 					mu.Unlock()
 				default:
 					lat = append(lat, d)
@@ -210,13 +228,7 @@ func load(ctx context.Context, doers []doer, a api, s string, dur time.Duration)
 		st.latencies = append(st.latencies, perWork[w]...)
 		st.errors += errCount[w]
 	}
-	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return st, err
-	}
-	if st.firstErr != "" && len(st.latencies) == 0 && st.errors == 0 {
-		return st, errors.New(st.firstErr) // request construction failed
-	}
-	return st, nil
+	return st.end(ctx)
 }
 
 // openLateAfter is how long after its intended start a request may be sent
@@ -262,13 +274,6 @@ func loadOpen(ctx context.Context, doers []doer, a api, s string, dur time.Durat
 		free = slices.Clone(doers)
 		slot = make(chan struct{}, len(doers)) // one token per request in flight
 	)
-	fail := func(msg string) {
-		mu.Lock()
-		if st.firstErr == "" {
-			st.firstErr = msg
-		}
-		mu.Unlock()
-	}
 	start := time.Now()
 	deadline := start.Add(dur)
 	st.start = start
@@ -318,7 +323,9 @@ func loadOpen(ctx context.Context, doers []doer, a api, s string, dur time.Durat
 			intended := start.Add(due)
 			req, err := a.request(s, w, i)
 			if err != nil {
-				fail(err.Error())
+				mu.Lock()
+				st.noteErr(err.Error())
+				mu.Unlock()
 				cancel()
 				mu.Lock()
 				free = append(free, d)
@@ -342,15 +349,11 @@ func loadOpen(ctx context.Context, doers []doer, a api, s string, dur time.Durat
 			case err != nil:
 				if ctx.Err() == nil {
 					st.errors++
-					if st.firstErr == "" {
-						st.firstErr = err.Error()
-					}
+					st.noteErr(err.Error())
 				}
 			case status/100 != 2:
 				st.errors++
-				if st.firstErr == "" {
-					st.firstErr = fmt.Sprintf("%s %s: status %d", req.Method, req.URL.Path, status)
-				}
+				st.noteErr(statusErr(req, status))
 			default:
 				st.latencies = append(st.latencies, lat)
 				st.intended = append(st.intended, due)
@@ -360,13 +363,7 @@ func loadOpen(ctx context.Context, doers []doer, a api, s string, dur time.Durat
 	wg.Wait()
 	st.elapsed = time.Since(start)
 	st.unsent = n - sent
-	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return st, err
-	}
-	if st.firstErr != "" && len(st.latencies) == 0 && st.errors == 0 {
-		return st, errors.New(st.firstErr) // request construction failed
-	}
-	return st, nil
+	return st.end(ctx)
 }
 
 // httpResult is one target × scenario row; it is also the JSON line.
