@@ -325,11 +325,9 @@ func loadOpen(ctx context.Context, doers []doer, a api, s string, dur time.Durat
 			if err != nil {
 				mu.Lock()
 				st.noteErr(err.Error())
-				mu.Unlock()
-				cancel()
-				mu.Lock()
 				free = append(free, d)
 				mu.Unlock()
+				cancel()
 				return
 			}
 			req = req.WithContext(ctx)
