@@ -1,8 +1,11 @@
 package ysync
 
 import (
+	"encoding/binary"
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -27,8 +30,20 @@ type coalescingConn struct {
 	// under way; see conn.keepOpenOnClose).
 	keepOpen func() bool
 
+	// raw, when set, lets writeNow write to the socket without blocking
+	// (nil: the socket has no file descriptor, e.g. TLS in the process).
+	raw syscall.RawConn
+	// restWait bounds the write of rest (Config.WriteWait); restQueued
+	// is called with rest's size when it is kept, restSent once it left
+	// (or failed).
+	restWait   time.Duration
+	restQueued func(n int)
+	restSent   func(n int)
+
 	mu       sync.Mutex // gorilla serializes writes; Close comes from elsewhere
 	buf      *[]byte    // held frames, from coalescePool; nil when none
+	rest     []byte     // the end of a writeNow the socket did not take yet
+	frames   frameScan  // what gorilla wrote: is a frame unfinished, was a close sent
 	deadline time.Time  // the last deadline gorilla asked for
 	applied  time.Time  // the deadline set on the socket
 }
@@ -43,6 +58,10 @@ func (c *coalescingConn) SetWriteDeadline(t time.Time) error {
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.flushRestLocked(); err != nil {
+		return 0, err
+	}
+	c.frames.scan(p)
 	held := 0
 	if c.buf != nil {
 		held = len(*c.buf)
@@ -103,10 +122,214 @@ func (c *coalescingConn) applyDeadline() error {
 // closes the socket unless keepOpen says a closing handshake needs it.
 func (c *coalescingConn) Close() error {
 	c.mu.Lock()
-	_, _ = c.flushLocked()
+	if c.flushRestLocked() == nil {
+		_, _ = c.flushLocked()
+	}
 	c.mu.Unlock()
 	if c.keepOpen != nil && c.keepOpen() {
 		return nil
 	}
 	return c.Conn.Close()
+}
+
+// Writing now. A relayed update used to be handed to the connection's
+// write goroutine, woken once per connection for every batch a room
+// relays; on a busy server those wake-ups (and the threads the scheduler
+// starts to run them) cost more CPU than the writes. When nothing is
+// queued for a connection, the room's worker now writes the frames itself,
+// without blocking: a socket with room in its send buffer takes them at
+// once. What it does not take (a slow reader) is kept in rest, counted as
+// one queued frame, and written by a goroutine of its own within restWait,
+// before anything else is written; what is sent meanwhile waits in the
+// queue as ever, so a client that does not read is still closed as slow.
+
+// errNotNow: writeNow cannot write; the caller queues the frames.
+var errNotNow = errors.New("ysync: frames must be queued")
+
+// writeNow writes msgs, as binary frames, straight to the socket unless
+// idle reports that frames are queued or being written (gorilla may write
+// one message in several calls, and nothing may come between them); then,
+// or when the socket is closed or busy, it returns errNotNow. idle is
+// checked under the write lock, so no frame of the queue starts meanwhile.
+func (c *coalescingConn) writeNow(msgs [][]byte, idle func() bool, bg *sync.WaitGroup) error {
+	if c.raw == nil {
+		return errNotNow
+	}
+	size := 0
+	for _, m := range msgs {
+		size += len(m) + maxFrameHeader
+	}
+	if size > maxCoalesce {
+		return errNotNow
+	}
+	// Never wait for the lock: its holder may be blocked on a slow
+	// socket, and the caller must not block (Server.onEvent).
+	if !c.mu.TryLock() {
+		return errNotNow
+	}
+	defer c.mu.Unlock()
+	if c.buf != nil || c.rest != nil || !c.frames.between() || !idle() {
+		return errNotNow
+	}
+	bp := coalescePool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxCoalesce {
+			*bp = (*bp)[:0]
+			coalescePool.Put(bp)
+		}
+	}()
+	b := *bp
+	for _, m := range msgs {
+		b = appendBinaryFrame(b, m)
+	}
+	*bp = b
+	n, err := c.writeNonBlocking(b)
+	switch {
+	case err != nil:
+		return errNotNow // closed: the queue's write reports it
+	case n == len(b):
+		return nil
+	}
+	c.rest = append([]byte(nil), b[n:]...)
+	if c.restQueued != nil {
+		c.restQueued(len(c.rest))
+	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_ = c.flushRestLocked()
+	}()
+	return nil
+}
+
+// writeNonBlocking makes one write syscall (repeated if interrupted) and
+// returns how much of b the socket took; a full send buffer takes nothing.
+func (c *coalescingConn) writeNonBlocking(b []byte) (int, error) {
+	n := 0
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for {
+			k, e := syscall.Write(int(fd), b)
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+			case e != nil:
+				werr = e
+			default:
+				n = k
+			}
+			return true
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if werr != nil {
+		// The peer is gone (EPIPE, ECONNRESET): the read side sees it too
+		// and ends the connection; the frames are lost with it.
+		return len(b), nil
+	}
+	return n, nil
+}
+
+// flushRestLocked writes rest, waiting up to restWait, and reports its
+// size to restSent.
+func (c *coalescingConn) flushRestLocked() error {
+	if c.rest == nil {
+		return nil
+	}
+	rest := c.rest
+	c.rest = nil
+	c.applied = time.Now().Add(c.restWait)
+	err := c.Conn.SetWriteDeadline(c.applied)
+	if err == nil {
+		_, err = c.Conn.Write(rest)
+	}
+	if c.restSent != nil {
+		c.restSent(len(rest))
+	}
+	if err != nil {
+		_ = c.Conn.Close() // a frame was cut: nothing more may follow it
+	}
+	return err
+}
+
+// maxFrameHeader is the longest header of a server frame (no mask).
+const maxFrameHeader = 10
+
+// appendBinaryFrame appends msg as one final, unmasked binary frame.
+func appendBinaryFrame(b, msg []byte) []byte {
+	const finBinary = 0x82
+	switch n := len(msg); {
+	case n < 126:
+		b = append(b, finBinary, byte(n))
+	case n <= 0xffff:
+		b = append(b, finBinary, 126)
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
+	default:
+		b = append(b, finBinary, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, msg...)
+}
+
+// frameScan follows the frames gorilla writes, reading only their headers,
+// so that writeNow starts a frame only between two of them and never after
+// a close frame. Gorilla writes control frames (its own pongs, and the
+// close frame it answers a client's close or a frame over the read limit
+// with) from the read side, outside the queue that idle sees.
+type frameScan struct {
+	hdr       [maxFrameHeader + 4]byte
+	hdrN      int
+	remaining uint64 // payload bytes of the current frame still to come
+	closeSent bool
+}
+
+// between reports whether the next byte written starts a new frame, and
+// no close frame was written.
+func (f *frameScan) between() bool { return f.hdrN == 0 && f.remaining == 0 && !f.closeSent }
+
+func (f *frameScan) scan(p []byte) {
+	for len(p) > 0 {
+		if f.remaining > 0 {
+			n := min(uint64(len(p)), f.remaining)
+			f.remaining -= n
+			p = p[n:]
+			continue
+		}
+		f.hdr[f.hdrN] = p[0]
+		f.hdrN++
+		p = p[1:]
+		if f.hdrN < 2 {
+			continue
+		}
+		need := 2
+		switch f.hdr[1] & 0x7f {
+		case 126:
+			need += 2
+		case 127:
+			need += 8
+		}
+		if f.hdr[1]&0x80 != 0 {
+			need += 4 // a mask key (clients only)
+		}
+		if f.hdrN < need {
+			continue
+		}
+		switch n := f.hdr[1] & 0x7f; n {
+		case 126:
+			f.remaining = uint64(binary.BigEndian.Uint16(f.hdr[2:4]))
+		case 127:
+			f.remaining = binary.BigEndian.Uint64(f.hdr[2:10])
+		default:
+			f.remaining = uint64(n)
+		}
+		if f.hdr[0]&0x0f == 0x8 {
+			f.closeSent = true
+		}
+		f.hdrN = 0
+	}
 }

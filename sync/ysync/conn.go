@@ -47,9 +47,10 @@ type conn struct {
 	ctx    context.Context // cancelled on disconnect
 	cancel context.CancelFunc
 
-	netConn net.Conn   // the hijacked socket, for kill
-	reads   *readWatch // the read side of the socket (unfinished.go)
-	hello   []byte     // our sync step 1, sent on connect
+	netConn net.Conn        // the hijacked socket, for kill
+	reads   *readWatch      // the read side of the socket (unfinished.go)
+	out     *coalescingConn // the write side (coalesce.go)
+	hello   []byte          // our sync step 1, sent on connect
 
 	actor    atomic.Pointer[yaps.Actor]
 	readOnly atomic.Bool
@@ -210,6 +211,29 @@ func (c *conn) sendAll(msgs [][]byte) {
 			c.sent(len(m))
 		}
 	}
+}
+
+// relay sends update frames the room relays: written at once by the
+// calling goroutine when nothing is queued (coalescingConn.writeNow),
+// queued as sendAll does otherwise.
+func (c *conn) relay(msgs [][]byte) {
+	if c.closing.Load() {
+		return
+	}
+	if c.out != nil && c.out.writeNow(msgs, c.idle, &c.s.bg) == nil {
+		return
+	}
+	c.sendAll(msgs)
+}
+
+// idle reports whether no frame is queued or being written, and the
+// connection is not closing (its close frame may be on its way).
+func (c *conn) idle() bool { return c.queuedMsgs.Load() == 0 && !c.closing.Load() }
+
+// queued counts n bytes the socket has yet to take as one queued frame.
+func (c *conn) queued(n int) {
+	c.queuedMsgs.Add(1)
+	c.queuedBytes.Add(int64(n))
 }
 
 // queueFits reports whether a send queue may hold n frames of b bytes.

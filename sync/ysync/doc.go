@@ -24,9 +24,12 @@
 // as yaps.EventDocUpdates and are relayed to every connection of the room,
 // the sender included. HTTP writes and compensating updates take the same
 // path, so there is exactly one relay path. The updates of one write
-// (Event.More) are queued on each connection together, and frames queued
-// back to back leave in one socket write (coalescingConn): one syscall per
-// burst instead of one per frame, with no timer and no delay.
+// (Event.More) leave on each connection together, in one socket write:
+// written at once by the relaying goroutine when nothing is queued for the
+// connection (never blocking: what the socket does not take is queued),
+// else queued, and frames queued back to back leave in one socket write
+// (coalescingConn): one syscall per burst instead of one per frame, with no
+// timer and no delay.
 //
 // Read-only connections (viewers, archived lists, agents without a write
 // scope) never reach ApplyUpdates. The first non-empty update such a

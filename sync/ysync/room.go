@@ -92,12 +92,12 @@ func (r *room) republishLocked() {
 	r.snapshot.Store(&list)
 }
 
-// broadcastAll queues msgs, in order, on every connection of the room. A
-// connection counts them all as queued before the first is written, so
-// they leave in one socket write (coalescingConn).
+// broadcastAll sends msgs, in order, to every connection of the room, in
+// one socket write: at once where nothing is queued (conn.relay), else
+// queued, all counted before the first is written (coalescingConn).
 func (r *room) broadcastAll(msgs [][]byte) {
 	for _, c := range *r.snapshot.Load() {
-		c.sendAll(msgs)
+		c.relay(msgs)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -375,7 +376,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Frames leave through coalescingConn: those queued back to back share
 	// one write. While frame k is written it still counts in queuedMsgs.
 	c.reads = &readWatch{Conn: nc, timeout: s.cfg.MessageReadTimeout, budget: s.unfinished, key: key}
-	out := &coalescingConn{Conn: c.reads, more: func() bool { return c.queuedMsgs.Load() > 1 }, keepOpen: c.keepOpenOnClose}
+	out := &coalescingConn{Conn: c.reads, more: func() bool { return c.queuedMsgs.Load() > 1 }, keepOpen: c.keepOpenOnClose,
+		restWait: s.cfg.WriteWait, restQueued: c.queued, restSent: c.sent}
+	// Only a plain socket: a wrapper (TLS, a proxy protocol, accounting)
+	// must see every byte through its Write.
+	var sc syscall.Conn
+	switch nc := nc.(type) {
+	case *net.TCPConn:
+		sc = nc
+	case *net.UnixConn:
+		sc = nc
+	}
+	if sc != nil {
+		if raw, err := sc.SyscallConn(); err == nil {
+			out.raw = raw
+		}
+	}
+	c.out = out
 	up := &upgraded{nc: out, header: w.Header().Clone()}
 	req := trimRequest(r)
 	go func() {
