@@ -44,6 +44,7 @@ type coalescingConn struct {
 	buf      *[]byte    // held frames, from coalescePool; nil when none
 	rest     []byte     // the end of a writeNow the socket did not take yet
 	frames   frameScan  // what gorilla wrote: is a frame unfinished, was a close sent
+	framing  bool       // the HTTP handshake is written: every byte now is a frame's
 	deadline time.Time  // the last deadline gorilla asked for
 	applied  time.Time  // the deadline set on the socket
 }
@@ -61,7 +62,9 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	if err := c.flushRestLocked(); err != nil {
 		return 0, err
 	}
-	c.frames.scan(p)
+	if c.framing {
+		c.frames.scan(p)
+	}
 	held := 0
 	if c.buf != nil {
 		held = len(*c.buf)
@@ -143,6 +146,14 @@ func (c *coalescingConn) Close() error {
 // before anything else is written; what is sent meanwhile waits in the
 // queue as ever, so a client that does not read is still closed as slow.
 
+// handshakeDone is called once the handshake's HTTP response is written:
+// what is written from now on is WebSocket frames, which frameScan follows.
+func (c *coalescingConn) handshakeDone() {
+	c.mu.Lock()
+	c.framing = true
+	c.mu.Unlock()
+}
+
 // errNotNow: writeNow cannot write; the caller queues the frames.
 var errNotNow = errors.New("ysync: frames must be queued")
 
@@ -168,7 +179,7 @@ func (c *coalescingConn) writeNow(msgs [][]byte, idle func() bool, bg *sync.Wait
 		return errNotNow
 	}
 	defer c.mu.Unlock()
-	if c.buf != nil || c.rest != nil || !c.frames.between() || !idle() {
+	if !c.framing || c.buf != nil || c.rest != nil || !c.frames.between() || !idle() {
 		return errNotNow
 	}
 	bp := coalescePool.Get().(*[]byte)

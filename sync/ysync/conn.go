@@ -221,6 +221,7 @@ func (c *conn) relay(msgs [][]byte) {
 		return
 	}
 	if c.out != nil && c.out.writeNow(msgs, c.idle, &c.s.bg) == nil {
+		c.s.directWrites.Add(1)
 		return
 	}
 	c.sendAll(msgs)

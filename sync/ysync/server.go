@@ -120,6 +120,8 @@ type Server struct {
 
 	// gathers counts the waits of busy rooms for their writers (for tests).
 	gathers atomic.Int64
+	// directWrites counts relays written at once (conn.relay; for tests).
+	directWrites atomic.Int64
 
 	// awFramesBuilt counts the full awareness frames built (for tests).
 	awFramesBuilt atomic.Int64
@@ -590,6 +592,9 @@ func (s *Server) onConnect(ms *melody.Session) {
 		return
 	}
 	c.sess = ms
+	if c.out != nil {
+		c.out.handshakeDone() // gorilla wrote its 101 response before Melody calls us
+	}
 	c.ws = gorillaConn(ms)
 	if c.ws != nil {
 		// Pings count against the message rate like any frame: each one

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,6 +315,29 @@ func TestSyncRelay(t *testing.T) {
 	// A later step 1 gets the whole state.
 	b.write(AppendSyncStep1(nil, []byte{0}))
 	require.Equal(t, []byte{1, 2, 3, 4, 5}, b.nextOf(MsgSync).Payload)
+}
+
+// A relay to connections with nothing queued is written by the relaying
+// goroutine itself (conn.relay), and arrives like any other.
+func TestRelayWritesIdleConnectionsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	a := e.dial(t, "L1", "owner")
+	b := e.dial(t, "L1", "editor")
+	rm := e.srv.room("L1")
+	require.NotNil(t, rm)
+	require.Eventually(t, func() bool {
+		conns := *rm.snapshot.Load()
+		return len(conns) == 2 && !slices.ContainsFunc(conns, func(c *conn) bool { return !c.idle() })
+	}, 5*time.Second, time.Millisecond)
+	before := e.srv.directWrites.Load()
+	e.fake.emit(eventUpdate("L1", []byte{7, 7}))
+	for _, c := range []*client{a, b} {
+		m := c.nextOf(MsgSync)
+		require.Equal(t, uint64(SyncUpdate), m.SyncType)
+		require.Equal(t, []byte{7, 7}, m.Payload)
+	}
+	require.Equal(t, before+2, e.srv.directWrites.Load())
 }
 
 func TestReadOnly(t *testing.T) {

@@ -39,7 +39,9 @@ func wsPair(t *testing.T) (*websocket.Conn, *websocket.Conn, *coalescingConn) {
 	nc := server.UnderlyingConn()
 	raw, err := nc.(syscall.Conn).SyscallConn()
 	require.NoError(t, err)
-	return client, server, &coalescingConn{Conn: nc, raw: raw, restWait: 10 * time.Second, more: func() bool { return false }}
+	out := &coalescingConn{Conn: nc, raw: raw, restWait: 10 * time.Second, more: func() bool { return false }}
+	out.handshakeDone()
+	return client, server, out
 }
 
 // Frames of every length class reach a real WebSocket client whole.
