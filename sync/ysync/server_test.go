@@ -340,6 +340,55 @@ func TestRelayWritesIdleConnectionsAtOnce(t *testing.T) {
 	require.Equal(t, before+2, e.srv.directWrites.Load())
 }
 
+// Over TLS the socket is a *tls.Conn: relays must go through it (queued),
+// never straight to the file descriptor, or the client would read
+// plaintext in the middle of its TLS stream.
+func TestRelayOverTLS(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.addList("L1")
+	s, err := newServer(f, Config{})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	s.Mount(mux, prefix)
+	ts := httptest.NewTLSServer(mux)
+	t.Cleanup(func() {
+		_ = s.Close()
+		ts.Close()
+	})
+	dialer := *websocket.DefaultDialer
+	dialer.TLSClientConfig = ts.Client().Transport.(*http.Transport).TLSClientConfig
+	url := "wss" + strings.TrimPrefix(ts.URL, "https") + prefix + "/lists/L1/sync?k="
+	var clients []*client
+	for _, code := range []string{"owner", "editor"} {
+		ws, resp, err := dialer.Dial(url+code, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		t.Cleanup(func() { ws.Close() })
+		c := &client{t: t, ws: ws, frames: make(chan []byte, 1024), err: make(chan error, 1)}
+		go func() {
+			for {
+				_, frame, err := ws.ReadMessage()
+				if err != nil {
+					c.err <- err
+					return
+				}
+				c.frames <- frame
+			}
+		}()
+		require.Equal(t, uint64(SyncStep1), c.nextOf(MsgSync).SyncType)
+		clients = append(clients, c)
+	}
+	for i := range 20 {
+		upd := []byte{byte(i), 1, 2}
+		clients[i%2].write(AppendUpdate(nil, upd))
+		for _, c := range clients {
+			require.Equal(t, upd, c.nextOf(MsgSync).Payload, "#%d", i)
+		}
+	}
+	require.Zero(t, s.directWrites.Load())
+}
+
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
