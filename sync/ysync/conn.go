@@ -235,6 +235,7 @@ func (c *conn) idle() bool { return c.queuedMsgs.Load() == 0 && !c.closing.Load(
 func (c *conn) queued(n int) {
 	c.queuedMsgs.Add(1)
 	c.queuedBytes.Add(int64(n))
+	c.s.restsKept.Add(1)
 }
 
 // queueFits reports whether a send queue may hold n frames of b bytes.

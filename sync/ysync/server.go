@@ -120,8 +120,9 @@ type Server struct {
 
 	// gathers counts the waits of busy rooms for their writers (for tests).
 	gathers atomic.Int64
-	// directWrites counts relays written at once (conn.relay; for tests).
-	directWrites atomic.Int64
+	// directWrites counts relays written at once (conn.relay), restsKept
+	// those the socket took only part of (conn.queued); for tests.
+	directWrites, restsKept atomic.Int64
 
 	// awFramesBuilt counts the full awareness frames built (for tests).
 	awFramesBuilt atomic.Int64

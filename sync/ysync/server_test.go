@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -338,6 +339,79 @@ func TestRelayWritesIdleConnectionsAtOnce(t *testing.T) {
 		require.Equal(t, []byte{7, 7}, m.Payload)
 	}
 	require.Equal(t, before+2, e.srv.directWrites.Load())
+}
+
+// A reader that stops, then reads slower than the writer, with small
+// socket buffers: relays are written at once, kept in part when the socket
+// is full, then queued, and the reader still gets every update whole and
+// in order.
+func TestRelayToSlowReaderInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MessagesPerSecond: -1})
+	a := e.dial(t, "L1", "owner")
+	ws, resp, err := websocket.DefaultDialer.Dial(e.url("L1", "editor"), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	t.Cleanup(func() { ws.Close() })
+	require.NoError(t, ws.UnderlyingConn().(*net.TCPConn).SetReadBuffer(64<<10)) // smaller makes loopback TCP crawl (see dialPaused)
+	// Small server-side send buffers, so the socket fills.
+	rm := e.srv.room("L1")
+	require.Eventually(t, func() bool { return len(*rm.snapshot.Load()) == 2 }, 5*time.Second, time.Millisecond)
+	for _, c := range *rm.snapshot.Load() {
+		require.NoError(t, c.netConn.(*net.TCPConn).SetWriteBuffer(32<<10))
+	}
+	got := make(chan []byte, 4096)
+	readErr := make(chan error, 1)
+	start := make(chan struct{})
+	go func() {
+		<-start
+		for i := 0; ; i++ {
+			_, frame, err := ws.ReadMessage()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			if m, err := DecodeMessage(frame); err == nil && m.Type == MsgSync && m.SyncType == SyncUpdate {
+				got <- m.Payload
+			}
+			if i%8 == 0 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var sent [][]byte
+	for i := range 300 {
+		if i == 60 {
+			// 60 updates of 10-40 KB are more than both socket buffers
+			// hold: the reader now drains the backlog while more come.
+			close(start)
+		}
+		size := 1 + rng.IntN(40<<10)
+		if i < 60 {
+			size = 10<<10 + rng.IntN(30<<10)
+		}
+		upd := make([]byte, size)
+		for j := range upd {
+			upd[j] = byte(i + j)
+		}
+		upd[0] = 1 // not one of the fake's refusal markers
+		a.write(AppendUpdate(nil, upd))
+		require.Equal(t, upd, a.nextOf(MsgSync).Payload, "#%d: the sender's echo", i)
+		sent = append(sent, upd)
+	}
+	for i, want := range sent {
+		select {
+		case p := <-got:
+			require.Equal(t, want, p, "#%d", i)
+		case err := <-readErr:
+			t.Fatalf("#%d: %v", i, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("#%d: not delivered", i)
+		}
+	}
+	require.Positive(t, e.srv.directWrites.Load())
+	require.Positive(t, e.srv.restsKept.Load(), "the socket never filled: the test did not reach the rest path")
 }
 
 // Over TLS the socket is a *tls.Conn: relays must go through it (queued),
