@@ -287,60 +287,26 @@ func appendBinaryFrame(b, msg []byte) []byte {
 	return append(b, msg...)
 }
 
-// frameScan follows the frames gorilla writes, reading only their headers,
-// so that writeNow starts a frame only between two of them and never after
-// a close frame. Gorilla writes control frames (its own pongs, and the
-// close frame it answers a client's close or a frame over the read limit
-// with) from the read side, outside the queue that idle sees.
+// frameScan follows the frames gorilla writes, so that writeNow starts a
+// frame only between two of them and never after a close frame. Gorilla
+// writes control frames (its own pongs, and the close frame it answers a
+// client's close or a frame over the read limit with) from the read side,
+// outside the queue that idle sees.
 type frameScan struct {
-	hdr       [maxFrameHeader + 4]byte
-	hdrN      int
-	remaining uint64 // payload bytes of the current frame still to come
+	frames    frameCursor
 	closeSent bool
 }
 
 // between reports whether the next byte written starts a new frame, and
 // no close frame was written.
-func (f *frameScan) between() bool { return f.hdrN == 0 && f.remaining == 0 && !f.closeSent }
+func (f *frameScan) between() bool { return f.frames.between() && !f.closeSent }
 
 func (f *frameScan) scan(p []byte) {
 	for len(p) > 0 {
-		if f.remaining > 0 {
-			n := min(uint64(len(p)), f.remaining)
-			f.remaining -= n
-			p = p[n:]
-			continue
-		}
-		f.hdr[f.hdrN] = p[0]
-		f.hdrN++
-		p = p[1:]
-		if f.hdrN < 2 {
-			continue
-		}
-		need := 2
-		switch f.hdr[1] & 0x7f {
-		case 126:
-			need += 2
-		case 127:
-			need += 8
-		}
-		if f.hdr[1]&0x80 != 0 {
-			need += 4 // a mask key (clients only)
-		}
-		if f.hdrN < need {
-			continue
-		}
-		switch n := f.hdr[1] & 0x7f; n {
-		case 126:
-			f.remaining = uint64(binary.BigEndian.Uint16(f.hdr[2:4]))
-		case 127:
-			f.remaining = binary.BigEndian.Uint64(f.hdr[2:10])
-		default:
-			f.remaining = uint64(n)
-		}
-		if f.hdr[0]&0x0f == 0x8 {
+		var h []byte
+		p, _, h = f.frames.advance(p)
+		if h != nil && h[0]&0x0f == 0x8 {
 			f.closeSent = true
 		}
-		f.hdrN = 0
 	}
 }

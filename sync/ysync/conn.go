@@ -217,9 +217,6 @@ func (c *conn) sendAll(msgs [][]byte) {
 // calling goroutine when nothing is queued (coalescingConn.writeNow),
 // queued as sendAll does otherwise.
 func (c *conn) relay(msgs [][]byte) {
-	if c.closing.Load() {
-		return
-	}
 	if c.out != nil && c.out.writeNow(msgs, c.idle, &c.s.bg) == nil {
 		c.s.directWrites.Add(1)
 		return

@@ -383,15 +383,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		restWait: s.cfg.WriteWait, restQueued: c.queued, restSent: c.sent}
 	// Only a plain socket: a wrapper (TLS, a proxy protocol, accounting)
 	// must see every byte through its Write.
-	var sc syscall.Conn
-	switch nc := nc.(type) {
-	case *net.TCPConn:
-		sc = nc
-	case *net.UnixConn:
-		sc = nc
-	}
-	if sc != nil {
-		if raw, err := sc.SyscallConn(); err == nil {
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		if raw, err := nc.(syscall.Conn).SyscallConn(); err == nil {
 			out.raw = raw
 		}
 	}

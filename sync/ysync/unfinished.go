@@ -1,6 +1,7 @@
 package ysync
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
@@ -88,10 +89,7 @@ type readWatch struct {
 	budget  *unfinishedBudget
 	key     string
 
-	// Frame parser: the header being collected, or the payload bytes left.
-	hdr       [14]byte
-	hdrN      int
-	remaining uint64
+	frames    frameCursor
 	dataFrame bool   // the frame being read is a data frame
 	final     bool   // ... with FIN set
 	open      bool   // a data message is unfinished
@@ -176,38 +174,91 @@ func (w *readWatch) done() {
 // unfinished and how many payload bytes it has so far.
 func (w *readWatch) scan(b []byte) {
 	for len(b) > 0 {
-		if w.remaining == 0 {
-			// Collect the header: 2 bytes, then the extended length and
-			// the mask key the second byte announces.
-			need := 2
-			if w.hdrN >= 2 {
-				need = headerLen(w.hdr[1])
+		var n uint64
+		var h []byte
+		b, n, h = w.frames.advance(b)
+		switch {
+		case h != nil:
+			w.startFrame(h)
+		case n > 0:
+			if w.dataFrame && w.open {
+				w.body += int64(n)
 			}
-			k := copy(w.hdr[w.hdrN:need], b)
-			w.hdrN += k
-			b = b[k:]
-			if w.hdrN < need {
-				continue
+			if w.frames.remaining == 0 {
+				w.endFrame()
 			}
-			if need == 2 && headerLen(w.hdr[1]) > 2 {
-				continue // the rest of the header follows
-			}
-			w.startFrame()
-			continue
-		}
-		k := uint64(len(b))
-		if k > w.remaining {
-			k = w.remaining
-		}
-		w.remaining -= k
-		b = b[k:]
-		if w.dataFrame && w.open {
-			w.body += int64(k)
-		}
-		if w.remaining == 0 {
-			w.endFrame()
 		}
 	}
+}
+
+// startFrame reads the header of the frame that starts.
+func (w *readWatch) startFrame(h []byte) {
+	op := h[0] & 0x0f
+	w.dataFrame = op <= 2 // continuation, text, binary
+	w.final = h[0]&0x80 != 0
+	if w.dataFrame && !w.open {
+		w.open = true
+		w.body = 0
+	}
+	if w.frames.remaining == 0 {
+		w.endFrame()
+	}
+}
+
+func (w *readWatch) endFrame() {
+	if w.dataFrame && w.final {
+		w.open = false
+		w.body = 0
+		w.ended++
+	}
+}
+
+// frameCursor follows a stream of WebSocket frames, reading only their
+// headers: the read side of a connection (readWatch) and what gorilla
+// writes (frameScan).
+type frameCursor struct {
+	hdr       [14]byte // the header being collected
+	hdrN      int
+	remaining uint64 // payload bytes of the current frame still to come
+}
+
+// between reports whether the next byte starts a new frame.
+func (f *frameCursor) between() bool { return f.hdrN == 0 && f.remaining == 0 }
+
+// advance consumes the start of b: header bytes up to the end of the
+// header, or payload bytes of the current frame. It returns the rest of b,
+// the payload bytes consumed, and the header once it is whole (nil
+// otherwise; valid until the next call). A frame without payload ends with
+// its header.
+func (f *frameCursor) advance(b []byte) (rest []byte, payload uint64, header []byte) {
+	if f.remaining > 0 {
+		k := min(uint64(len(b)), f.remaining)
+		f.remaining -= k
+		return b[k:], k, nil
+	}
+	// 2 bytes, then the extended length and the mask key the second
+	// byte announces.
+	need := 2
+	if f.hdrN >= 2 {
+		need = headerLen(f.hdr[1])
+	}
+	k := copy(f.hdr[f.hdrN:need], b)
+	f.hdrN += k
+	b = b[k:]
+	if f.hdrN < 2 || f.hdrN < headerLen(f.hdr[1]) {
+		return b, 0, nil
+	}
+	h := f.hdr[:f.hdrN]
+	f.hdrN = 0
+	switch h[1] & 0x7f {
+	case 126:
+		f.remaining = uint64(binary.BigEndian.Uint16(h[2:4]))
+	case 127:
+		f.remaining = binary.BigEndian.Uint64(h[2:10])
+	default:
+		f.remaining = uint64(h[1] & 0x7f)
+	}
+	return b, 0, h
 }
 
 // headerLen is the length of a frame header whose second byte is b1.
@@ -223,40 +274,4 @@ func headerLen(b1 byte) int {
 		n += 4
 	}
 	return n
-}
-
-// startFrame reads the collected header.
-func (w *readWatch) startFrame() {
-	h := w.hdr[:w.hdrN]
-	w.hdrN = 0
-	var size uint64
-	switch h[1] & 0x7f {
-	case 126:
-		size = uint64(h[2])<<8 | uint64(h[3])
-	case 127:
-		for _, c := range h[2:10] {
-			size = size<<8 | uint64(c)
-		}
-	default:
-		size = uint64(h[1] & 0x7f)
-	}
-	op := h[0] & 0x0f
-	w.dataFrame = op <= 2 // continuation, text, binary
-	w.final = h[0]&0x80 != 0
-	if w.dataFrame && !w.open {
-		w.open = true
-		w.body = 0
-	}
-	w.remaining = size
-	if size == 0 {
-		w.endFrame()
-	}
-}
-
-func (w *readWatch) endFrame() {
-	if w.dataFrame && w.final {
-		w.open = false
-		w.body = 0
-		w.ended++
-	}
 }
