@@ -1,12 +1,14 @@
 package yaps_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/yaps-dev/yaps/store/memstore"
 	"github.com/yaps-dev/yaps/yaps"
 	"github.com/yaps-dev/yaps/yaps/yjs"
 )
@@ -327,4 +329,80 @@ func TestSyncProjectionFollowsDoc(t *testing.T) {
 			}
 		}
 	})
+}
+
+// updateCalls wraps a store and records, for every AppendUpdate(s) call,
+// how many updates it appended.
+type updateCalls struct {
+	yaps.Store
+	mu    sync.Mutex
+	calls []int
+}
+
+func (s *updateCalls) Update(ctx context.Context, ref string, fn func(tx yaps.Tx) error) error {
+	return s.Store.Update(ctx, ref, func(tx yaps.Tx) error { return fn(&countingTx{Tx: tx, s: s}) })
+}
+
+func (s *updateCalls) take() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+type countingTx struct {
+	yaps.Tx
+	s *updateCalls
+}
+
+func (t *countingTx) AppendUpdate(u []byte) (int64, error) {
+	t.s.mu.Lock()
+	t.s.calls = append(t.s.calls, 1)
+	t.s.mu.Unlock()
+	return t.Tx.AppendUpdate(u)
+}
+
+func (t *countingTx) AppendUpdates(us [][]byte) (int64, error) {
+	t.s.mu.Lock()
+	t.s.calls = append(t.s.calls, len(us))
+	t.s.mu.Unlock()
+	return t.Tx.AppendUpdates(us)
+}
+
+// A batch of sync updates reaches the store in one AppendUpdates call (one
+// row in bunstore), on the ordinary write path and written ahead.
+func TestApplyUpdatesAppendedTogether(t *testing.T) {
+	t.Parallel()
+	st := &updateCalls{Store: memstore.New()}
+	e := newEnvOn(t, st)
+	owner, y := milkList(t, e)
+	editor := e.actor(owner, yaps.RoleEditor)
+	ref := owner.List.Ref
+	for round, want := range []string{"Milk and bread", "Milk and bread and eggs"} {
+		st.take()
+		ahead := yaps.WriteAheads(e.svc)
+		v0 := docVersion(t, e, ref)
+		add := []string{" and bread", " and eggs"}[round]
+		ups := []yaps.ClientUpdate{
+			clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) {
+				txt := text(t, ymap(t, d, y.ID), "content")
+				txt.Insert(txt.Len(), add, nil)
+			}),
+			clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", []string{"done", "open"}[round])
+			}),
+		}
+		for i, err := range e.svc.ApplyUpdates(e.ctx, ref, ups) {
+			require.NoError(t, err, "round %d, update %d", round, i)
+		}
+		require.Equal(t, []int{2}, st.take(), "round %d", round)
+		require.Equal(t, v0+2, docVersion(t, e, ref))
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, want, got.Content)
+		if round == 1 {
+			require.Equal(t, ahead+1, yaps.WriteAheads(e.svc), "the second round was written ahead")
+		}
+	}
 }

@@ -123,6 +123,11 @@ type Tx interface {
 	// AppendUpdate appends a document update and returns its seq, which is
 	// the previous last seq + 1.
 	AppendUpdate(update []byte) (int64, error)
+	// AppendUpdates appends updates in order, as AppendUpdate would one
+	// after the other, and returns the seq of the last (the seq before plus
+	// len(updates)). A store may keep them together: bunstore writes them
+	// as one row, which costs a batch of sync updates far less.
+	AppendUpdates(updates [][]byte) (int64, error)
 	// PutYap inserts or replaces a yap's projection.
 	PutYap(y *Yap) error
 	// DeleteYap removes a yap's projection (after the purge).

@@ -256,12 +256,14 @@ func (w *writeOp) commit() error {
 		return err
 	}
 	var seqs []int64
-	for _, u := range w.updates {
-		seq, err := w.tx.AppendUpdate(u)
+	if len(w.updates) > 0 {
+		last, err := w.tx.AppendUpdates(w.updates)
 		if err != nil {
 			return err
 		}
-		seqs = append(seqs, seq)
+		for i := range w.updates {
+			seqs = append(seqs, last-int64(len(w.updates)-1-i))
+		}
 	}
 	// The view is updated in place: if the transaction fails after this,
 	// the entry is dropped (w.dirty) and the view with it.

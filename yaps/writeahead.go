@@ -158,6 +158,13 @@ func (r *writeAheadTx) AppendUpdate(u []byte) (int64, error) {
 	return r.seq, nil
 }
 
+func (r *writeAheadTx) AppendUpdates(us [][]byte) (int64, error) {
+	for _, u := range us {
+		_, _ = r.AppendUpdate(u)
+	}
+	return r.seq, nil
+}
+
 func (r *writeAheadTx) PutYap(y *Yap) error {
 	r.ops = append(r.ops, PreparedOp{PutYap: copyYap(y)})
 	return nil
@@ -192,13 +199,19 @@ func (r *writeAheadTx) ActiveOwners() (int, error) { return 0, errWriteAhead }
 // records the row, so it can come last.
 func (r *writeAheadTx) replay(tx Tx) error {
 	seq := r.list.DocVersion
-	for _, op := range r.ops {
+	var run [][]byte // consecutive updates, appended together
+	for i, op := range r.ops {
 		var err error
 		switch {
 		case op.Update != nil:
-			seq++
+			run = append(run, op.Update)
+			if i+1 < len(r.ops) && r.ops[i+1].Update != nil {
+				continue
+			}
+			seq += int64(len(run))
 			var got int64
-			got, err = tx.AppendUpdate(op.Update)
+			got, err = tx.AppendUpdates(run)
+			run = run[:0]
 			if err == nil && got != seq {
 				// The row check makes this impossible; never store a
 				// document whose seqs the cache disagrees with.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 
@@ -62,9 +63,23 @@ func migrationQueries(dir fs.FS) (map[string][]string, error) {
 	return out, nil
 }
 
+// errNewerSchema: the database holds a migration this build does not know.
+var errNewerSchema = errors.New("the database was migrated by a newer version of yaps")
+
 // applyMigrations runs the migrations m has not applied yet, in order, each
 // in one transaction with the row that records it.
+//
+// A database that holds a migration this build does not know was opened
+// by a newer build, whose rows this one may misread (an update row holding
+// several updates, updaterows.go): it is refused.
 func (s *Store) applyMigrations(ctx context.Context, m *migrate.Migrator, queries map[string][]string) error {
+	unknown, err := m.MissingMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w (migration %s); run that version or a later one", errNewerSchema, unknown[0].Name)
+	}
 	all, err := m.MigrationsWithStatus(ctx)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -16,8 +17,8 @@ import (
 	"github.com/yaps-dev/yaps/store/storetest"
 )
 
-// lastMigration is the newest migration, which the upgrade test undoes and
-// runs again: its version and the table it creates.
+// lastMigration is a recent migration that creates a table, which the
+// upgrade test undoes and runs again: its version and the table.
 const lastMigration, lastMigrationTable = "20261122000006", "doc_clients"
 
 // failRecord fails the INSERT that records migration name (its context is
@@ -103,6 +104,47 @@ func TestMigrationRecordedWithItsChanges(t *testing.T) {
 			require.NoError(t, s.Close())
 			require.Equal(t, 1, tables())
 			require.Equal(t, 1, records())
+		})
+	}
+}
+
+// A database migrated by a newer build (a migration this one does not
+// know) is refused: this build could misread what the newer one writes,
+// such as an update row holding several updates.
+func TestNewerDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		dsn    func(t *testing.T) string
+		hostDB func(dsn string) (*bun.DB, error)
+	}{
+		{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
+			func(dsn string) (*bun.DB, error) {
+				sqldb, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:")+"?_pragma=busy_timeout(10000)")
+				return bun.NewDB(sqldb, sqlitedialect.New()), err
+			}},
+		{"Postgres", func(t *testing.T) string { return storetest.PostgresDSN(t) },
+			func(dsn string) (*bun.DB, error) {
+				sqldb, err := sql.Open("pgx", dsn)
+				return bun.NewDB(sqldb, pgdialect.New()), err
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := tc.dsn(t)
+			s, err := bunstore.Open(ctx, dsn)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			db, err := tc.hostDB(dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			_, err = db.ExecContext(ctx, `INSERT INTO yaps_migrations (name, group_id, migrated_at) VALUES (?, ?, ?)`,
+				"29991231000000", 99, time.Now())
+			require.NoError(t, err)
+
+			_, err = bunstore.Open(ctx, dsn)
+			require.ErrorContains(t, err, "migrated by a newer version of yaps (migration 29991231000000)")
 		})
 	}
 }

@@ -304,6 +304,9 @@ func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
 		}
 		if err = s.applyMigrations(ctx, m, queries); err != nil {
 			err = fmt.Errorf("bunstore: migrate: %w", err)
+			if errors.Is(err, errNewerSchema) {
+				return err // no retry can help
+			}
 			continue
 		}
 		return s.prepare(ctx)

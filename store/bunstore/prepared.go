@@ -40,7 +40,7 @@ var preparedSQL = struct {
 		AND archived_at IS NOT DISTINCT FROM $13 AND rolled_up_at IS NOT DISTINCT FROM $14
 		AND account_id IS NOT DISTINCT FROM $15 AND doc_version = $16
 		AND ($17::text = '' OR EXISTS (SELECT 1 FROM permissions WHERE id = $17 AND list_ref = $1 AND revoked_at IS NULL))`,
-	update: `INSERT INTO doc_updates (list_ref, seq, data) SELECT $1::text, $2::bigint, $3::bytea WHERE ` + guardedBy,
+	update: `INSERT INTO doc_updates (list_ref, seq, n, data) SELECT $1::text, $2::bigint, $3::int, $4::bytea WHERE ` + guardedBy,
 	putYap: `INSERT INTO yaps (list_ref, id, created_at, deleted_at, data) SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::bytea WHERE ` + guardedBy + `
 		ON CONFLICT (list_ref, id) DO UPDATE SET created_at = excluded.created_at,
 		deleted_at = excluded.deleted_at, data = excluded.data`,
@@ -129,15 +129,35 @@ func queueGuard(b *pgx.Batch, p *yaps.PreparedWrite) {
 	b.Queue(preparedSQL.guard, append(args, p.PermissionID)...)
 }
 
+// updateRow joins the updates of ops from ops[i] on (consecutive ones, one
+// write's) into one row of the update log (updaterows.go), and returns the
+// row's n and data and the index of its last update.
+func updateRow(ops []yaps.PreparedOp, i int) (n int, data []byte, last int) {
+	j := i
+	for j+1 < len(ops) && ops[j+1].Update != nil {
+		j++
+	}
+	if j == i {
+		return 1, ops[i].Update, i
+	}
+	us := make([][]byte, 0, j-i+1)
+	for _, op := range ops[i : j+1] {
+		us = append(us, op.Update)
+	}
+	return len(us), packUpdates(us), j
+}
+
 // queuePrepared queues p's statements on b.
 func queuePrepared(b *pgx.Batch, p *yaps.PreparedWrite) {
 	ref, seq := p.Expect.Ref, p.Expect.DocVersion
 	queueGuard(b, p)
-	for _, op := range p.Ops {
-		switch {
+	for i := 0; i < len(p.Ops); i++ {
+		switch op := p.Ops[i]; {
 		case op.Update != nil:
-			seq++
-			b.Queue(preparedSQL.update, ref, seq, op.Update)
+			n, data, last := updateRow(p.Ops, i)
+			seq += int64(n)
+			b.Queue(preparedSQL.update, ref, seq, n, data)
+			i = last
 		case op.PutYap != nil:
 			b.Queue(preparedSQL.putYap, yapArgs(ref, op.PutYap)...)
 		case op.DeleteYapID != "":
@@ -157,7 +177,10 @@ func readPrepared(br pgx.BatchResults, p *yaps.PreparedWrite) (bool, []int64, er
 	}
 	applied := tag.RowsAffected() == 1
 	var seqs []int64
-	for _, op := range p.Ops {
+	for i, op := range p.Ops {
+		if op.Update != nil && i > 0 && p.Ops[i-1].Update != nil {
+			continue // in the row of the update before (updateRow)
+		}
 		if op.Audit == nil {
 			if _, err := br.Exec(); err != nil {
 				return false, nil, err

@@ -246,7 +246,7 @@ func TestPreparedMultiRow(t *testing.T) {
 			yaps.PreparedOp{Audit: audit("list0", "perm0", "yap.delete", "a")}),
 		write(stale, "perm1", yaps.PreparedOp{Update: []byte("x1")}, yaps.PreparedOp{PutYap: yap("list1", "a")},
 			yaps.PreparedOp{Audit: audit("list1", "perm1", "yap.create", "a")}),
-		write(rows[2], "perm2", yaps.PreparedOp{Update: []byte("x2")}, yaps.PreparedOp{DeleteYapID: "old"},
+		write(rows[2], "perm2", yaps.PreparedOp{Update: []byte("x2")}, yaps.PreparedOp{Update: []byte("x2b")}, yaps.PreparedOp{DeleteYapID: "old"},
 			yaps.PreparedOp{Audit: audit("list2", "perm2", "yap.remove", "old")}),
 		write(rows[3], "", yaps.PreparedOp{Audit: audit("list3", "", "list.update", "")}, yaps.PreparedOp{Update: []byte("x3")}),
 	}
@@ -259,8 +259,9 @@ func TestPreparedMultiRow(t *testing.T) {
 	}
 	require.Equal(t, []bool{true, false, true, true}, got)
 
-	// The update log: list0 got seqs 2 and 3, list2 3, list3 2; list1 nothing.
-	for i, want := range []int64{3, 1, 3, 2} {
+	// The update log: list0 got seqs 2 and 3, list2 3 and 4 (one row),
+	// list3 2; list1 nothing.
+	for i, want := range []int64{3, 1, 4, 2} {
 		l, err := s.List(ctx, rows[i].Ref)
 		require.NoError(t, err)
 		require.Equal(t, want, l.DocVersion, rows[i].Ref)
@@ -271,6 +272,18 @@ func TestPreparedMultiRow(t *testing.T) {
 	log, err = s.Doc(ctx, "list1", 1)
 	require.NoError(t, err)
 	require.Empty(t, log.Updates)
+	for after, want := range [][]string{2: {"x2", "x2b"}, 3: {"x2b"}} {
+		if want == nil {
+			continue
+		}
+		log, err = s.Doc(ctx, "list2", int64(after))
+		require.NoError(t, err)
+		var got []string
+		for _, u := range log.Updates {
+			got = append(got, string(u))
+		}
+		require.Equal(t, want, got, "list2 after %d", after)
+	}
 
 	// The projections, including a NULL and a set deleted_at.
 	y, err := s.Yap(ctx, "list0", "a")

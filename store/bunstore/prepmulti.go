@@ -30,8 +30,8 @@ import (
 var multiSQL = struct {
 	update, putYap, deleteYap, audit string
 }{
-	update: `INSERT INTO doc_updates (list_ref, seq, data)
-		SELECT u.r, u.s, u.d FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS u(r, s, d)
+	update: `INSERT INTO doc_updates (list_ref, seq, n, data)
+		SELECT u.r, u.s, u.n, u.d FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bytea[]) AS u(r, s, n, d)
 		WHERE ` + multiGuard,
 	putYap: `INSERT INTO yaps (list_ref, id, created_at, deleted_at, data)
 		SELECT u.r, u.i, u.c, u.x, u.d FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[]) AS u(r, i, c, x, d)
@@ -56,6 +56,7 @@ const multiGuard = `EXISTS (SELECT 1 FROM lists WHERE ref = u.r AND xmin = pg_cu
 type multiRows struct {
 	updRef  []string
 	updSeq  []int64
+	updN    []int32
 	updData [][]byte
 
 	putRef, putID []string
@@ -81,12 +82,15 @@ func collectMulti(rs []*prepReq) (*multiRows, bool) {
 	seen := map[yapKey]bool{}
 	m := &multiRows{}
 	for w, r := range rs {
-		ref, seq := r.p.Expect.Ref, r.p.Expect.DocVersion
-		for _, op := range r.p.Ops {
-			switch {
+		ref, seq, ops := r.p.Expect.Ref, r.p.Expect.DocVersion, r.p.Ops
+		for i := 0; i < len(ops); i++ {
+			switch op := ops[i]; {
 			case op.Update != nil:
-				seq++
-				m.updRef, m.updSeq, m.updData = append(m.updRef, ref), append(m.updSeq, seq), append(m.updData, op.Update)
+				n, data, last := updateRow(ops, i)
+				seq += int64(n)
+				i = last
+				m.updRef, m.updSeq, m.updData = append(m.updRef, ref), append(m.updSeq, seq), append(m.updData, data)
+				m.updN = append(m.updN, int32(n))
 			case op.PutYap != nil, op.DeleteYapID != "":
 				id := op.DeleteYapID
 				if op.PutYap != nil {
@@ -127,7 +131,7 @@ func queueMulti(b *pgx.Batch, rs []*prepReq, m *multiRows) {
 		queueGuard(b, r.p)
 	}
 	if len(m.updRef) > 0 {
-		b.Queue(multiSQL.update, m.updRef, m.updSeq, m.updData)
+		b.Queue(multiSQL.update, m.updRef, m.updSeq, m.updN, m.updData)
 	}
 	if len(m.putRef) > 0 {
 		b.Queue(multiSQL.putYap, m.putRef, m.putID, m.putCreated, m.putDeleted, m.putData)

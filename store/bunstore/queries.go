@@ -15,7 +15,7 @@ import (
 // allocations on every call.
 type queries struct {
 	insertList, listByRef, listForUpdate, listsByAccount, saveList, setDocVersion         string
-	docHeaderAndUpdates, updatesSince, insertUpdate                                       string
+	docHeaderAndUpdates, updatesSince, insertUpdate, insertUpdates                        string
 	compactRead, compactWrite, compactState, compactDelete, updateCount                   string
 	insertPerm, permByHash, permsOfList, permOfList, permActive, revokePerm, activeOwners string
 	putYap, putYapData, yapByID, yapsPage, yapsPageLive, deleteYap, deletedBefore         string
@@ -85,15 +85,17 @@ func buildQueries(pg bool) *queries {
 		setDocVersion: `UPDATE lists SET doc_version = $2 WHERE ref = $1`,
 
 		// One statement, so the header and the updates come from one
-		// snapshot even while a compaction runs. Row 0 is the header.
+		// snapshot even while a compaction runs. Row 0 is the header; the
+		// others are update rows (seq, n, 0, data), see updaterows.go.
 		docHeaderAndUpdates: `SELECT 0, state_seq, doc_version, CASE WHEN $2 < state_seq THEN state END FROM lists WHERE ref = $1
 			UNION ALL
-			SELECT seq, 0, 0, data FROM doc_updates WHERE list_ref = $1 AND seq > $2
+			SELECT seq, n, 0, data FROM doc_updates WHERE list_ref = $1 AND seq > $2
 			ORDER BY 1`,
 		// On SQLite the state lives in doc_states (see its migration) and
 		// compactState writes it.
-		updatesSince:  `SELECT data FROM doc_updates WHERE list_ref = $1 AND seq > $2 ORDER BY seq`,
+		updatesSince:  `SELECT seq, n, data FROM doc_updates WHERE list_ref = $1 AND seq > $2 ORDER BY seq`,
 		insertUpdate:  `INSERT INTO doc_updates (list_ref, seq, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		insertUpdates: `INSERT INTO doc_updates (list_ref, seq, n, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
 		compactRead:   `SELECT doc_version, state_seq FROM lists WHERE ref = $1` + forUpdate,
 		compactWrite:  `UPDATE lists SET state = $2, state_seq = $3 WHERE ref = $1`,
 		compactDelete: `DELETE FROM doc_updates WHERE list_ref = $1 AND seq <= $2`,
@@ -165,7 +167,7 @@ func buildQueries(pg bool) *queries {
 		q.docHeaderAndUpdates = `SELECT 0, state_seq, doc_version,
 			CASE WHEN $2 < state_seq THEN (SELECT state FROM doc_states WHERE list_ref = $1) END FROM lists WHERE ref = $1
 			UNION ALL
-			SELECT seq, 0, 0, data FROM doc_updates WHERE list_ref = $1 AND seq > $2
+			SELECT seq, n, 0, data FROM doc_updates WHERE list_ref = $1 AND seq > $2
 			ORDER BY 1`
 		q.compactWrite = `UPDATE lists SET state_seq = $2 WHERE ref = $1`
 		q.compactState = `INSERT INTO doc_states (list_ref, state) VALUES ($1, $2)
@@ -190,7 +192,7 @@ func (q *queries) all() []string {
 func (q *queries) ptrs() []*string {
 	out := []*string{
 		&q.insertList, &q.listByRef, &q.listForUpdate, &q.listsByAccount, &q.saveList, &q.setDocVersion,
-		&q.docHeaderAndUpdates, &q.updatesSince, &q.insertUpdate,
+		&q.docHeaderAndUpdates, &q.updatesSince, &q.insertUpdate, &q.insertUpdates,
 		&q.compactRead, &q.compactWrite, &q.compactState, &q.compactDelete, &q.updateCount,
 		&q.insertPerm, &q.permByHash, &q.permsOfList, &q.permOfList, &q.permActive, &q.revokePerm, &q.activeOwners,
 		&q.putYap, &q.putYapData, &q.yapByID, &q.yapsPage, &q.yapsPageLive, &q.deleteYap, &q.deletedBefore,

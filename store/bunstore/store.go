@@ -343,7 +343,11 @@ func (s *Store) doc(ctx context.Context, tx *wtx, listRef string, afterSeq int64
 		if d == nil {
 			return nil, fmt.Errorf("bunstore: doc of %s: updates before the header", listRef)
 		}
-		d.Updates = append(d.Updates, data)
+		// a is the row's n. A row that a compaction at a seq of the
+		// caller's choosing cut through holds updates the state has.
+		if d.Updates, err = appendRowUpdates(d.Updates, seq, a, data, max(afterSeq, d.StateSeq)); err != nil {
+			return nil, fmt.Errorf("bunstore: doc of %s: %w", listRef, err)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap(err, "doc")

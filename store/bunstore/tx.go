@@ -147,11 +147,16 @@ func (t *tx) UpdatesSince(seq int64) ([][]byte, error) {
 	defer rows.Close()
 	out := make([][]byte, 0, t.lastSeq-seq)
 	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		var (
+			last, n int64
+			b       []byte
+		)
+		if err := rows.Scan(&last, &n, &b); err != nil {
 			return nil, wrap(err, "updates")
 		}
-		out = append(out, b)
+		if out, err = appendRowUpdates(out, last, n, b, seq); err != nil {
+			return nil, err
+		}
 	}
 	return out, wrap(rows.Err(), "updates")
 }
@@ -169,6 +174,26 @@ func (t *tx) AppendUpdate(update []byte) (int64, error) {
 	}
 	t.lastSeq = seq
 	return seq, nil
+}
+
+// AppendUpdates appends updates as one row (updaterows.go).
+func (t *tx) AppendUpdates(updates [][]byte) (int64, error) {
+	if t.done {
+		return 0, errDone
+	}
+	switch len(updates) {
+	case 0:
+		return t.lastSeq, nil
+	case 1:
+		return t.AppendUpdate(updates[0])
+	}
+	n := int64(len(updates))
+	last := t.lastSeq + n
+	if err := t.s.insertOnce(t.ctx, t.tx, "document update", t.q.insertUpdates, t.start.Ref, last, n, packUpdates(updates)); err != nil {
+		return 0, err
+	}
+	t.lastSeq = last
+	return last, nil
 }
 
 func (t *tx) PutYap(y *yaps.Yap) error {

@@ -124,6 +124,18 @@ func (t *tx) AppendUpdate(update []byte) (int64, error) {
 	return t.lastSeq, nil
 }
 
+func (t *tx) AppendUpdates(updates [][]byte) (int64, error) {
+	if t.done {
+		return 0, errDone
+	}
+	for _, u := range updates {
+		if _, err := t.AppendUpdate(u); err != nil {
+			return 0, err
+		}
+	}
+	return t.lastSeq, nil
+}
+
 func (t *tx) PutYap(y *yaps.Yap) error {
 	if t.done {
 		return errDone

@@ -28,15 +28,16 @@ func testWritePrepared(t *testing.T, s yaps.Store) {
 	require.NoError(t, err)
 	require.Equal(t, start.DocVersion, row.DocVersion, "a projection write leaves the log alone")
 
-	// One write: two updates, a yap put, a yap deleted, a missing yap
-	// deleted (not an error), two audit entries and a new title.
+	// One write: three updates (two in a row, which bunstore stores as one
+	// row), a yap put, a yap deleted, a missing yap deleted (not an
+	// error), two audit entries and a new title.
 	task := fullTask(ref, "task", at(2))
 	a1 := &yaps.AuditEntry{ListRef: ref, At: at(3), PermissionID: f.owner.ID, Role: yaps.RoleOwner, Action: "yap.create", YapID: "task"}
 	a2 := &yaps.AuditEntry{ListRef: ref, At: at(3), PermissionID: f.owner.ID, Role: yaps.RoleOwner, Action: "list.update", Detail: "title"}
 	next := row.Clone()
-	next.Title, next.UpdatedAt, next.DocVersion = "Renamed", at(3), row.DocVersion+2
+	next.Title, next.UpdatedAt, next.DocVersion = "Renamed", at(3), row.DocVersion+3
 	p := &yaps.PreparedWrite{Expect: row, PermissionID: f.owner.ID, List: next, Ops: []yaps.PreparedOp{
-		{Update: []byte("p1")}, {PutYap: task}, {Audit: a1}, {DeleteYapID: doomed.ID}, {DeleteYapID: "never"},
+		{Update: []byte("p1")}, {Update: []byte("p1b")}, {PutYap: task}, {Audit: a1}, {DeleteYapID: doomed.ID}, {DeleteYapID: "never"},
 		{Update: []byte("p2")}, {Audit: a2},
 	}}
 	applied, err := pw.WritePrepared(ctx, p)
@@ -53,10 +54,10 @@ func testWritePrepared(t *testing.T, s yaps.Store) {
 	require.NoError(t, err)
 	require.Equal(t, "Renamed", got.Title)
 	require.Equal(t, utc(at(3)), got.UpdatedAt)
-	require.Equal(t, row.DocVersion+2, got.DocVersion)
+	require.Equal(t, row.DocVersion+3, got.DocVersion)
 	log, err := s.Doc(ctx, ref, row.DocVersion)
 	require.NoError(t, err)
-	require.Equal(t, [][]byte{[]byte("p1"), []byte("p2")}, log.Updates)
+	require.Equal(t, [][]byte{[]byte("p1"), []byte("p1b"), []byte("p2")}, log.Updates)
 	y, err := s.Yap(ctx, ref, "task")
 	require.NoError(t, err)
 	require.Equal(t, normalizeYap(task), y)

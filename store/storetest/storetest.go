@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -36,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) yaps.Store) {
 		{"YapsPaging", testYapsPaging},
 		{"DocLog", testDocLog},
 		{"Compaction", testCompaction},
+		{"UpdatesTogether", testUpdatesTogether},
 		{"TxDoc", testTxDoc},
 		{"Rollback", testRollback},
 		{"FailingWrites", testFailingWrites},
@@ -738,6 +740,91 @@ func testCompaction(t *testing.T, s yaps.Store) {
 	l, err := s.List(ctx, f.list.Ref)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), l.DocVersion)
+}
+
+// testUpdatesTogether appends updates several at a time (AppendUpdates,
+// which bunstore keeps as one row) and reads them back from every seq,
+// also after a compaction at a seq inside such a group.
+func testUpdatesTogether(t *testing.T, s yaps.Store) {
+	f := newList(t, s, base)               // u1
+	big := bytes.Repeat([]byte{0xff}, 300) // a length over one varint byte
+	want := []string{"u1", "u2", "", "u4", "u5", string(big), "u7", "u8"}
+	asStrings := func(us [][]byte) []string {
+		out := []string{}
+		for _, u := range us {
+			out = append(out, string(u))
+		}
+		return out
+	}
+	after := func(seq int) []string {
+		if seq >= len(want) {
+			return []string{}
+		}
+		return want[seq:]
+	}
+	update(t, s, f.list.Ref, func(tx yaps.Tx) error {
+		for _, step := range []struct {
+			add  [][]byte
+			last int64
+		}{
+			{[][]byte{[]byte("u2"), {}, []byte("u4")}, 4},
+			{nil, 4},
+			{[][]byte{[]byte("u5")}, 5},
+			{[][]byte{big, []byte("u7")}, 7},
+		} {
+			last, err := tx.AppendUpdates(step.add)
+			require.NoError(t, err)
+			require.Equal(t, step.last, last)
+		}
+		seq, err := tx.AppendUpdate([]byte("u8"))
+		require.NoError(t, err)
+		require.Equal(t, int64(8), seq)
+		for seq := range 9 {
+			got, err := tx.UpdatesSince(int64(seq))
+			require.NoError(t, err)
+			require.Equal(t, after(seq), asStrings(got), "UpdatesSince(%d) in the writing tx", seq)
+		}
+		return nil
+	})
+	l, err := s.List(ctx, f.list.Ref)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), l.DocVersion)
+	for seq := range 10 {
+		d, err := s.Doc(ctx, f.list.Ref, int64(seq))
+		require.NoError(t, err)
+		require.Equal(t, int64(8), d.LastSeq)
+		require.Equal(t, after(seq), asStrings(d.Updates), "Doc after %d", seq)
+	}
+
+	// Compacted at 3, inside the group 2-4: 4 is still returned, 2 and 3
+	// are not.
+	require.NoError(t, s.CompactDoc(ctx, f.list.Ref, 3, []byte("state3")))
+	for _, seq := range []int{0, 2, 3, 4, 6} {
+		d, err := s.Doc(ctx, f.list.Ref, int64(seq))
+		require.NoError(t, err)
+		require.Equal(t, int64(3), d.StateSeq)
+		require.Equal(t, after(max(seq, 3)), asStrings(d.Updates), "Doc after %d", seq)
+		if seq < 3 {
+			require.Equal(t, []byte("state3"), d.State)
+		} else {
+			require.Nil(t, d.State)
+		}
+	}
+	n, err := s.UpdateCount(ctx, f.list.Ref)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+	update(t, s, f.list.Ref, func(tx yaps.Tx) error {
+		got, err := tx.UpdatesSince(3)
+		require.NoError(t, err)
+		require.Equal(t, after(3), asStrings(got))
+		last, err := tx.AppendUpdates([][]byte{[]byte("u9"), []byte("u10")})
+		require.NoError(t, err)
+		require.Equal(t, int64(10), last)
+		return nil
+	})
+	d, err := s.Doc(ctx, f.list.Ref, 8)
+	require.NoError(t, err)
+	require.Equal(t, []string{"u9", "u10"}, asStrings(d.Updates))
 }
 
 func testRollback(t *testing.T, s yaps.Store) {
