@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/yaps-dev/yaps/internal/testlog"
@@ -520,4 +523,64 @@ func doJSON(t *testing.T, method, url, code, body string, wantStatus int, out an
 	if out != nil {
 		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
 	}
+}
+
+func TestNextGCPercent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ cur, conns, want int }{
+		{serveGCPercent, 0, serveGCPercent},
+		{serveGCPercent, gcManyConns - 1, serveGCPercent},
+		{serveGCPercent, gcManyConns, 100},
+		{serveGCPercent, 10_000, 100},
+		{100, gcManyConns, 100},
+		{100, gcFewConns, 100}, // between the two: stays
+		{100, gcFewConns - 1, serveGCPercent},
+		{100, 0, serveGCPercent},
+	} {
+		require.Equal(t, tc.want, nextGCPercent(tc.cur, tc.conns, gcManyConns, gcFewConns), "%+v", tc)
+	}
+}
+
+// gcPercent reads the process's GC target.
+func gcPercent(t *testing.T) int {
+	t.Helper()
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	require.Equal(t, metrics.KindUint64, s[0].Value.Kind())
+	return int(s[0].Value.Uint64())
+}
+
+// The binary lowers the GC target to 100 while many sync sockets are open
+// and raises it again when they close. Not parallel: the GC target is the
+// process's.
+func TestServeGCTargetFollowsSyncConns(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(serveGCPercent))
+	m := NewMain(io.Discard)
+	require.NoError(t, m.ParseFlags([]string{"--addr", "127.0.0.1:0", "--db", "sqlite::memory:", "--rate-limit", "off"}, func(string) string { return "" }))
+	m.adaptGC, m.gcMany, m.gcFew, m.gcEvery = true, 3, 2, 20*time.Millisecond
+	require.NoError(t, m.Run(context.Background()))
+	t.Cleanup(func() { _ = m.Close() })
+	var created struct{ Ref, OwnerCode string }
+	doJSON(t, "POST", "http://"+m.Addr()+"/api/v1/lists", "", `{"title":"Trip"}`, http.StatusCreated, &created)
+	url := "ws://" + m.Addr() + "/api/v1/lists/" + created.Ref + "/sync?k=" + created.OwnerCode
+
+	var conns []*websocket.Conn
+	dial := func() {
+		conn, _, err := websocket.DefaultDialer.Dial(url, nil)
+		require.NoError(t, err)
+		conns = append(conns, conn)
+	}
+	dial()
+	dial()
+	time.Sleep(10 * m.gcEvery)
+	require.Equal(t, serveGCPercent, gcPercent(t), "two connections are not many")
+	dial()
+	require.Eventually(t, func() bool { return gcPercent(t) == 100 }, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, conns[2].Close())
+	time.Sleep(10 * m.gcEvery)
+	require.Equal(t, 100, gcPercent(t), "two connections are not few")
+	require.NoError(t, conns[1].Close())
+	require.Eventually(t, func() bool { return gcPercent(t) == serveGCPercent }, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, conns[0].Close())
+	require.NoError(t, m.Close())
 }
