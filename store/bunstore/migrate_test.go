@@ -41,110 +41,102 @@ func (failRecord) AfterQuery(context.Context, *bun.QueryEvent) {}
 // the next start runs it again. Before, bun recorded it after its own
 // COMMIT: the schema was changed, the migration unrecorded, and every later
 // start failed on "table doc_clients already exists".
-func TestMigrationRecordedWithItsChanges(t *testing.T) {
+// hostDB is a database the migration tests run on: a fresh one, and how a
+// host application would open it itself with bun.
+type hostDB struct {
+	name     string
+	dsn      func(t *testing.T) string
+	hostDB   func(dsn string) (*bun.DB, error)
+	hasTable string // counts the tables named ?
+}
+
+var hostDBs = []hostDB{
+	{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
+		func(dsn string) (*bun.DB, error) {
+			sqldb, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+			return bun.NewDB(sqldb, sqlitedialect.New()), err
+		},
+		`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`},
+	{"Postgres", func(t *testing.T) string { return storetest.PostgresDSN(t) },
+		func(dsn string) (*bun.DB, error) {
+			sqldb, err := sql.Open("pgx", dsn)
+			return bun.NewDB(sqldb, pgdialect.New()), err
+		},
+		`SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`},
+}
+
+// onHostDBs runs fn on each of hostDBs, in parallel, with a fresh database.
+func onHostDBs(t *testing.T, fn func(t *testing.T, tc hostDB, dsn string)) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		dsn      func(t *testing.T) string
-		hostDB   func(dsn string) (*bun.DB, error)
-		hasTable string
-	}{
-		{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
-			func(dsn string) (*bun.DB, error) {
-				sqldb, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-				return bun.NewDB(sqldb, sqlitedialect.New()), err
-			},
-			`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`},
-		{"Postgres", func(t *testing.T) string { return storetest.PostgresDSN(t) },
-			func(dsn string) (*bun.DB, error) {
-				sqldb, err := sql.Open("pgx", dsn)
-				return bun.NewDB(sqldb, pgdialect.New()), err
-			},
-			`SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`},
-	} {
+	for _, tc := range hostDBs {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			dsn := tc.dsn(t)
-			db, err := tc.hostDB(dsn)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
-			tables := func() int {
-				var n int
-				require.NoError(t, db.QueryRowContext(ctx, tc.hasTable, lastMigrationTable).Scan(&n))
-				return n
-			}
-			records := func() int {
-				var n int
-				require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM yaps_migrations WHERE name = ?`, lastMigration).Scan(&n))
-				return n
-			}
-
-			// A database at the previous release's schema.
-			s, err := bunstore.Open(ctx, dsn)
-			require.NoError(t, err)
-			require.NoError(t, s.Close())
-			_, err = db.ExecContext(ctx, `DROP TABLE `+lastMigrationTable)
-			require.NoError(t, err)
-			_, err = db.ExecContext(ctx, `DELETE FROM yaps_migrations WHERE name = ?`, lastMigration)
-			require.NoError(t, err)
-
-			// The upgrade fails as it records the migration: nothing of it
-			// stays.
-			st, err := bunstore.New(db.WithQueryHook(failRecord{lastMigration}))
-			require.NoError(t, err)
-			require.Error(t, st.Migrate(ctx))
-			require.NoError(t, st.Close())
-			require.Zero(t, tables(), "the migration's table outlived its failed record")
-			require.Zero(t, records())
-
-			// The next start upgrades.
-			s, err = bunstore.Open(ctx, dsn)
-			require.NoError(t, err, "the store no longer opens after an interrupted upgrade")
-			require.NoError(t, s.Close())
-			require.Equal(t, 1, tables())
-			require.Equal(t, 1, records())
+			fn(t, tc, tc.dsn(t))
 		})
 	}
+}
+
+func TestMigrationRecordedWithItsChanges(t *testing.T) {
+	onHostDBs(t, func(t *testing.T, tc hostDB, dsn string) {
+		ctx := context.Background()
+		db, err := tc.hostDB(dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		tables := func() int {
+			var n int
+			require.NoError(t, db.QueryRowContext(ctx, tc.hasTable, lastMigrationTable).Scan(&n))
+			return n
+		}
+		records := func() int {
+			var n int
+			require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM yaps_migrations WHERE name = ?`, lastMigration).Scan(&n))
+			return n
+		}
+
+		// A database at the previous release's schema.
+		s, err := bunstore.Open(ctx, dsn)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		_, err = db.ExecContext(ctx, `DROP TABLE `+lastMigrationTable)
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, `DELETE FROM yaps_migrations WHERE name = ?`, lastMigration)
+		require.NoError(t, err)
+
+		// The upgrade fails as it records the migration: nothing of it
+		// stays.
+		st, err := bunstore.New(db.WithQueryHook(failRecord{lastMigration}))
+		require.NoError(t, err)
+		require.Error(t, st.Migrate(ctx))
+		require.NoError(t, st.Close())
+		require.Zero(t, tables(), "the migration's table outlived its failed record")
+		require.Zero(t, records())
+
+		// The next start upgrades.
+		s, err = bunstore.Open(ctx, dsn)
+		require.NoError(t, err, "the store no longer opens after an interrupted upgrade")
+		require.NoError(t, s.Close())
+		require.Equal(t, 1, tables())
+		require.Equal(t, 1, records())
+	})
 }
 
 // A database migrated by a newer build (a migration this one does not
 // know) is refused: this build could misread what the newer one writes,
 // such as an update row holding several updates.
 func TestNewerDatabaseRefused(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		dsn    func(t *testing.T) string
-		hostDB func(dsn string) (*bun.DB, error)
-	}{
-		{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "yaps.db") },
-			func(dsn string) (*bun.DB, error) {
-				sqldb, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:")+"?_pragma=busy_timeout(10000)")
-				return bun.NewDB(sqldb, sqlitedialect.New()), err
-			}},
-		{"Postgres", func(t *testing.T) string { return storetest.PostgresDSN(t) },
-			func(dsn string) (*bun.DB, error) {
-				sqldb, err := sql.Open("pgx", dsn)
-				return bun.NewDB(sqldb, pgdialect.New()), err
-			}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			dsn := tc.dsn(t)
-			s, err := bunstore.Open(ctx, dsn)
-			require.NoError(t, err)
-			require.NoError(t, s.Close())
-			db, err := tc.hostDB(dsn)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
-			_, err = db.ExecContext(ctx, `INSERT INTO yaps_migrations (name, group_id, migrated_at) VALUES (?, ?, ?)`,
-				"29991231000000", 99, time.Now())
-			require.NoError(t, err)
+	onHostDBs(t, func(t *testing.T, tc hostDB, dsn string) {
+		ctx := context.Background()
+		s, err := bunstore.Open(ctx, dsn)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		db, err := tc.hostDB(dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		_, err = db.ExecContext(ctx, `INSERT INTO yaps_migrations (name, group_id, migrated_at) VALUES (?, ?, ?)`,
+			"29991231000000", 99, time.Now())
+		require.NoError(t, err)
 
-			_, err = bunstore.Open(ctx, dsn)
-			require.ErrorContains(t, err, "migrated by a newer version of yaps (migration 29991231000000)")
-		})
-	}
+		_, err = bunstore.Open(ctx, dsn)
+		require.ErrorContains(t, err, "migrated by a newer version of yaps (migration 29991231000000)")
+	})
 }
