@@ -406,3 +406,60 @@ func TestApplyUpdatesAppendedTogether(t *testing.T) {
 		}
 	}
 }
+
+// Another process catches up through update rows that hold several
+// updates (one write's), before and after a compaction, and what it loads
+// is what the writing process holds.
+func TestApplyUpdatesOtherProcessReadsGroupedRows(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner, y := milkList(t, e)
+		editor := e.actor(owner, yaps.RoleEditor)
+		ref := owner.List.Ref
+		s2 := e.secondProcess()
+		_, err := s2.GetYap(e.ctx, owner, y.ID) // s2 has the list loaded
+		require.NoError(t, err)
+
+		batch := func(add, status string) {
+			t.Helper()
+			ups := []yaps.ClientUpdate{
+				clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) {
+					txt := text(t, ymap(t, d, y.ID), "content")
+					txt.Insert(txt.Len(), add, nil)
+				}),
+				clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+					ymap(t, d, y.ID).Set("status", status)
+				}),
+			}
+			for i, err := range e.svc.ApplyUpdates(e.ctx, ref, ups) {
+				require.NoError(t, err, i)
+			}
+		}
+		same := func(want, status string) {
+			t.Helper()
+			require.NoError(t, s2.Refresh(e.ctx, ref))
+			got, err := s2.GetYap(e.ctx, owner, y.ID)
+			require.NoError(t, err)
+			require.Equal(t, want, got.Content)
+			require.Equal(t, yaps.TaskStatus(status), got.Status)
+			sv1, err := e.svc.StateVector(e.ctx, ref)
+			require.NoError(t, err)
+			sv2, err := s2.StateVector(e.ctx, ref)
+			require.NoError(t, err)
+			require.Equal(t, sv1, sv2)
+		}
+		batch(" and bread", "done")
+		batch(" and eggs", "open")
+		same("Milk and bread and eggs", "open")
+		require.NoError(t, e.svc.CompactNow(e.ctx, ref))
+		batch(" and tea", "done")
+		same("Milk and bread and eggs and tea", "done")
+
+		// A third process loads the list from the compacted state and the
+		// rows after it.
+		s3 := e.secondProcess()
+		got, err := s3.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, "Milk and bread and eggs and tea", got.Content)
+	})
+}
