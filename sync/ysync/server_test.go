@@ -34,6 +34,12 @@ type testEnv struct {
 
 func newEnv(t *testing.T, cfg Config) *testEnv {
 	t.Helper()
+	return newEnvOn(t, cfg, httptest.NewServer)
+}
+
+// newEnvOn is newEnv with the test server started by serve (e.g. TLS).
+func newEnvOn(t *testing.T, cfg Config, serve func(http.Handler) *httptest.Server) *testEnv {
+	t.Helper()
 	f := newFake()
 	f.addList("L1")
 	f.addList("L2")
@@ -41,7 +47,7 @@ func newEnv(t *testing.T, cfg Config) *testEnv {
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	s.Mount(mux, prefix)
-	ts := httptest.NewServer(mux)
+	ts := serve(mux)
 	t.Cleanup(func() {
 		_ = s.Close()
 		ts.Close()
@@ -98,7 +104,13 @@ func dialRaw(t *testing.T, url string) (c *client, start func()) {
 // dialRawHeader is dialRaw with request headers h.
 func dialRawHeader(t *testing.T, url string, h http.Header) (c *client, start func()) {
 	t.Helper()
-	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
+	return dialRawWith(t, websocket.DefaultDialer, url, h)
+}
+
+// dialRawWith is dialRawHeader through dialer d.
+func dialRawWith(t *testing.T, d *websocket.Dialer, url string, h http.Header) (c *client, start func()) {
+	t.Helper()
+	ws, resp, err := d.Dial(url, h)
 	require.NoError(t, err)
 	resp.Body.Close()
 	t.Cleanup(func() { ws.Close() })
@@ -419,37 +431,13 @@ func TestRelayToSlowReaderInOrder(t *testing.T) {
 // plaintext in the middle of its TLS stream.
 func TestRelayOverTLS(t *testing.T) {
 	t.Parallel()
-	f := newFake()
-	f.addList("L1")
-	s, err := newServer(f, Config{})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	s.Mount(mux, prefix)
-	ts := httptest.NewTLSServer(mux)
-	t.Cleanup(func() {
-		_ = s.Close()
-		ts.Close()
-	})
+	e := newEnvOn(t, Config{}, httptest.NewTLSServer)
 	dialer := *websocket.DefaultDialer
-	dialer.TLSClientConfig = ts.Client().Transport.(*http.Transport).TLSClientConfig
-	url := "wss" + strings.TrimPrefix(ts.URL, "https") + prefix + "/lists/L1/sync?k="
+	dialer.TLSClientConfig = e.ts.Client().Transport.(*http.Transport).TLSClientConfig
 	var clients []*client
 	for _, code := range []string{"owner", "editor"} {
-		ws, resp, err := dialer.Dial(url+code, nil)
-		require.NoError(t, err)
-		resp.Body.Close()
-		t.Cleanup(func() { ws.Close() })
-		c := &client{t: t, ws: ws, frames: make(chan []byte, 1024), err: make(chan error, 1)}
-		go func() {
-			for {
-				_, frame, err := ws.ReadMessage()
-				if err != nil {
-					c.err <- err
-					return
-				}
-				c.frames <- frame
-			}
-		}()
+		c, start := dialRawWith(t, &dialer, e.url("L1", code), nil) // wss://
+		start()
 		require.Equal(t, uint64(SyncStep1), c.nextOf(MsgSync).SyncType)
 		clients = append(clients, c)
 	}
@@ -460,7 +448,7 @@ func TestRelayOverTLS(t *testing.T) {
 			require.Equal(t, upd, c.nextOf(MsgSync).Payload, "#%d", i)
 		}
 	}
-	require.Zero(t, s.directWrites.Load())
+	require.Zero(t, e.srv.directWrites.Load())
 }
 
 func TestReadOnly(t *testing.T) {
