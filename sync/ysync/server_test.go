@@ -141,18 +141,26 @@ func (c *client) write(frame []byte) {
 // next returns the next message, failing after two seconds.
 func (c *client) next() Message {
 	c.t.Helper()
+	var frame []byte
 	select {
-	case frame := <-c.frames:
-		require.NotNil(c.t, frame, "text frame")
-		m, err := DecodeMessage(frame)
-		require.NoError(c.t, err)
-		return m
+	case frame = <-c.frames:
 	case err := <-c.err:
-		c.t.Fatalf("connection ended: %v", err)
+		// The reader queues every frame before it reports the end, but a
+		// select picks at random among ready cases: a frame that came
+		// before the close must still come first.
+		select {
+		case frame = <-c.frames:
+			c.err <- err // for the next call (the reader has returned)
+		default:
+			c.t.Fatalf("connection ended: %v", err)
+		}
 	case <-time.After(2 * time.Second):
 		c.t.Fatalf("no message within 2s")
 	}
-	return Message{}
+	require.NotNil(c.t, frame, "text frame")
+	m, err := DecodeMessage(frame)
+	require.NoError(c.t, err)
+	return m
 }
 
 // nextOf skips messages until one of the given type arrives.
