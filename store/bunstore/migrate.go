@@ -67,7 +67,8 @@ func migrationQueries(dir fs.FS) (map[string][]string, error) {
 var errNewerSchema = errors.New("the database was migrated by a newer version of yaps")
 
 // applyMigrations runs the migrations m has not applied yet, in order, each
-// in one transaction with the row that records it.
+// in one transaction with the row that records it, skipping one that
+// another process applied in the meantime.
 //
 // A database that holds a migration this build does not know was opened
 // by a newer build, whose rows this one may misread (an update row holding
@@ -84,6 +85,9 @@ func (s *Store) applyMigrations(ctx context.Context, m *migrate.Migrator, querie
 	if err != nil {
 		return err
 	}
+	if s.afterMigrationStatus != nil {
+		s.afterMigrationStatus()
+	}
 	group := all.LastGroupID() + 1
 	for _, mig := range all.Unapplied() {
 		qs, ok := queries[mig.String()]
@@ -92,12 +96,22 @@ func (s *Store) applyMigrations(ctx context.Context, m *migrate.Migrator, querie
 		}
 		mig.GroupID = group
 		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			// Another process may have applied it since the status was
+			// read; the transaction holds the write lock (SQLite's BEGIN
+			// IMMEDIATE), so what it reads now stays true until commit. A
+			// migration that can run twice (a table rebuilt under a new
+			// name) would otherwise run again after later ones and undo
+			// them.
+			done, err := tx.NewSelect().TableExpr(migrationsTable).Where("name = ?", mig.Name).Exists(ctx)
+			if err != nil || done {
+				return err
+			}
 			for _, q := range qs {
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					return err
 				}
 			}
-			_, err := tx.NewInsert().Model(&mig).ModelTableExpr(migrationsTable).Exec(ctx)
+			_, err = tx.NewInsert().Model(&mig).ModelTableExpr(migrationsTable).Exec(ctx)
 			return err
 		})
 		if err != nil {

@@ -55,6 +55,10 @@ type Store struct {
 	// Postgres prepared writes (prepared.go).
 	prepGroup  prepGroup
 	noPipeline atomic.Bool // the driver is not pgx's: decline them
+
+	// afterMigrationStatus, when set (tests), runs once applyMigrations
+	// has read which migrations are applied.
+	afterMigrationStatus func()
 }
 
 var _ yaps.Store = (*Store)(nil)
@@ -248,18 +252,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 // migrationsTable records the applied migrations (bun's format).
 const migrationsTable = "yaps_migrations"
 
-func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
+// migrator returns bun's migrator for the migrations in sub and their
+// statements by migration.
+func (s *Store) migrator(sub fs.FS) (*migrate.Migrator, map[string][]string, error) {
 	ms := migrate.NewMigrations()
 	if err := ms.Discover(sub); err != nil {
-		return fmt.Errorf("bunstore: migrations: %w", err)
+		return nil, nil, fmt.Errorf("bunstore: migrations: %w", err)
 	}
 	queries, err := migrationQueries(sub)
 	if err != nil {
-		return fmt.Errorf("bunstore: migrations: %w", err)
+		return nil, nil, fmt.Errorf("bunstore: migrations: %w", err)
 	}
-	m := migrate.NewMigrator(s.db, ms,
+	return migrate.NewMigrator(s.db, ms,
 		migrate.WithTableName(migrationsTable),
-		migrate.WithLocksTableName("yaps_migration_locks"))
+		migrate.WithLocksTableName("yaps_migration_locks")), queries, nil
+}
+
+func (s *Store) migrate(ctx context.Context, sub fs.FS) error {
+	m, queries, err := s.migrator(sub)
+	if err != nil {
+		return err
+	}
 
 	if s.pg {
 		conn, err := s.sqldb.Conn(ctx)
