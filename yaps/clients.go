@@ -49,17 +49,17 @@ const msgForeignClient = "the update writes under a Yjs client ID another code u
 // the document's state for any of them (foreignStructs). Nil for owners,
 // for updates without structs, and for malformed updates (the write
 // refuses those itself).
-func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (map[uint64]uint64, error) {
-	_, ends, err := yjs.ParseUpdateMeta(update)
-	if err != nil || len(ends) == 0 {
+func (s *Service) foreignClients(ctx context.Context, a *Actor, u *yjs.Update) (map[uint64]uint64, error) {
+	ends := u.Ends()
+	if len(ends) == 0 {
 		return nil, nil
 	}
 	ref, me := a.List.Ref, a.Permission.ID
 	owners := make(map[uint64]string, len(ends))
 	var buf [8]uint64
 	missing := buf[:0]
-	for id := range ends {
-		missing = append(missing, id)
+	for _, e := range ends {
+		missing = append(missing, e.Client)
 	}
 	missing = s.claims.lookup(ref, missing, owners)
 	if len(missing) > 0 {
@@ -68,11 +68,12 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 		// 2) say nothing about who writes under an ID. An update that is
 		// refused later may still have claimed its IDs, so their number
 		// per update is bounded.
-		fresh := missing[:0]
+		var freshBuf [8]uint64
+		fresh := freshBuf[:0]
 		err := s.withDoc(ctx, ref, func(e *docEntry) error {
-			for _, id := range missing {
-				if ends[id] > e.doc.ClientState(id) {
-					fresh = append(fresh, id)
+			for _, c := range ends {
+				if slices.Contains(missing, c.Client) && c.Clock > e.doc.ClientState(c.Client) {
+					fresh = append(fresh, c.Client)
 				}
 			}
 			return nil
@@ -88,12 +89,12 @@ func (s *Service) foreignClients(ctx context.Context, a *Actor, update []byte) (
 		return nil, nil
 	}
 	var foreign map[uint64]uint64
-	for id, end := range ends {
-		if p, claimed := owners[id]; claimed && p != me {
+	for _, c := range ends {
+		if p, claimed := owners[c.Client]; claimed && p != me {
 			if foreign == nil {
 				foreign = map[uint64]uint64{}
 			}
-			foreign[id] = end
+			foreign[c.Client] = c.Clock
 		}
 	}
 	return foreign, nil

@@ -132,18 +132,25 @@ func (s *Service) ApplyUpdate(ctx context.Context, a *Actor, update []byte, orig
 	if err := checkClientWrite(a); err != nil {
 		return err
 	}
-	foreign, err := s.foreignClients(ctx, a, update)
+	u := yjs.DecodeUpdate(update)
+	foreign, err := s.foreignClients(ctx, a, u)
 	if err != nil {
 		return err
 	}
+	return s.applyOne(ctx, a, u, origin, foreign)
+}
+
+// applyOne is ApplyUpdate once the actor may write and the update's
+// foreign clients are known.
+func (s *Service) applyOne(ctx context.Context, a *Actor, u *yjs.Update, origin any, foreign map[uint64]uint64) error {
 	var mutations int
-	err = s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
+	err := s.write(ctx, a.List.Ref, a, func(w *writeOp) error {
 		s.docs.watch(a.List.Ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
 		if err := writable(&w.list); err != nil {
 			return err
 		}
 		var err error
-		mutations, err = w.applyClientUpdate(update, origin, foreign)
+		mutations, err = w.applyClientUpdate(u, origin, foreign)
 		return err
 	})
 	if err == nil {
@@ -172,6 +179,7 @@ type ClientUpdate struct {
 func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpdate) []error {
 	errs := make([]error, len(ups))
 	foreign := make([]map[uint64]uint64, len(ups))
+	decoded := make([]*yjs.Update, len(ups))
 	var ok []int
 	for i, u := range ups {
 		errs[i] = checkClientWrite(u.Actor)
@@ -179,7 +187,8 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 			errs[i] = Errorf(EFORBIDDEN, "the permission is for another list")
 		}
 		if errs[i] == nil {
-			foreign[i], errs[i] = s.foreignClients(ctx, u.Actor, u.Update)
+			decoded[i] = yjs.DecodeUpdate(u.Update)
+			foreign[i], errs[i] = s.foreignClients(ctx, u.Actor, decoded[i])
 		}
 		if errs[i] == nil {
 			ok = append(ok, i)
@@ -189,8 +198,8 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 	case 0:
 		return errs
 	case 1:
-		u := ups[ok[0]]
-		errs[ok[0]] = s.ApplyUpdate(ctx, u.Actor, u.Update, u.Origin)
+		i := ok[0]
+		errs[i] = s.applyOne(ctx, ups[i].Actor, decoded[i], ups[i].Origin, foreign[i])
 		return errs
 	}
 	actors := make([]*Actor, len(ok))
@@ -214,7 +223,7 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 				continue
 			}
 			w.actor = ups[i].Actor
-			mutations[i], errs[i] = w.applyClientUpdate(ups[i].Update, ups[i].Origin, foreign[i])
+			mutations[i], errs[i] = w.applyClientUpdate(decoded[i], ups[i].Origin, foreign[i])
 			if errs[i] == errDependsOnMissing || errs[i] == errForeignClient {
 				continue // untouched: the others still stand
 			}
@@ -273,7 +282,7 @@ var errForeignClient = Errorf(EFORBIDDEN, msgForeignClient)
 // applyClientUpdate applies and validates one client's update, and returns
 // how many yaps it created, deleted, restored or removed (the mutations it
 // is charged, see syncbudget.go).
-func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint64]uint64) (mutations int, err error) {
+func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint64]uint64) (mutations int, err error) {
 	a, d, e := w.actor, w.doc, w.e
 	if foreign != nil && foreignStructs(d, foreign) {
 		return 0, errForeignClient // checked on the caught-up document, before anything is applied
@@ -361,7 +370,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	// was refused sends only such updates until it resyncs, and each would
 	// otherwise cost a reload of the document.
 	pendS, pendD := d.Pending()
-	applied, err := d.ApplyUpdateWhole(update, origin)
+	applied, err := d.ApplyWhole(u, origin)
 	unA()
 	if err != nil {
 		return 0, Errorf(EINVALID, "the document update is malformed")
@@ -400,7 +409,7 @@ func (w *writeOp) applyClientUpdate(update []byte, origin any, foreign map[uint6
 	if w.limits && d.ClockSum() > clock0 {
 		w.grew = true // for checkLimits
 	}
-	w.updates = append(w.updates, update)
+	w.updates = append(w.updates, u.Bytes())
 	w.origins = append(w.origins, origin)
 
 	ids := ymKeys

@@ -19,6 +19,67 @@ func (d *Doc) ApplyUpdate(update []byte, origin any) error {
 	return d.applyUpdate(du, origin)
 }
 
+// Update is an update decoded once, for a caller that looks at its structs
+// before applying it (Doc.ApplyWhole): decoding is most of what reading its
+// clients costs.
+type Update struct {
+	data []byte
+	du   *decodedUpdate // nil once a document integrated it, or malformed
+	err  error
+	ends []ClientClock
+}
+
+// ClientClock is a client ID and a clock.
+type ClientClock struct{ Client, Clock uint64 }
+
+// DecodeUpdate decodes a v1 update. A malformed one is kept with its error
+// (Err), which ApplyWhole returns.
+func DecodeUpdate(update []byte) *Update {
+	u := &Update{data: update}
+	u.du, u.err = decodeUpdate(update)
+	if u.err != nil {
+		return u
+	}
+	for _, b := range u.du.blocks {
+		if len(b.refs) > 0 {
+			last := b.refs[len(b.refs)-1].it
+			u.ends = append(u.ends, ClientClock{b.client, uint64(last.id.clock + last.length)})
+		}
+	}
+	return u
+}
+
+// Bytes returns the encoded update.
+func (u *Update) Bytes() []byte { return u.data }
+
+// Err is the error decoding the update gave, nil when it is well formed.
+func (u *Update) Err() error { return u.err }
+
+// Ends returns, per client the update holds structs of, the end clock of
+// those structs (one past the last), as ParseUpdateMeta's to. Do not
+// modify it.
+func (u *Update) Ends() []ClientClock { return u.ends }
+
+// ApplyWhole is ApplyUpdateWhole for a decoded update. Integrating an
+// update links its decoded structs into d, so an update applied once is
+// decoded again when applied to another document (or to d again).
+func (d *Doc) ApplyWhole(u *Update, origin any) (applied bool, err error) {
+	if u.err != nil {
+		return false, u.err
+	}
+	du := u.du
+	if du == nil {
+		if du, err = decodeUpdate(u.data); err != nil {
+			return false, err
+		}
+	}
+	if !d.integrable(du) {
+		return false, nil // du is untouched
+	}
+	u.du = nil
+	return true, d.applyUpdate(du, origin)
+}
+
 // ApplyUpdateWhole applies update only if all of it integrates now: every
 // struct's dependencies are in d or in the update, and every delete names
 // structs that d or the update holds. Otherwise it leaves d unchanged and

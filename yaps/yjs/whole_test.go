@@ -3,6 +3,7 @@ package yjs_test
 import (
 	"encoding/hex"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -213,4 +214,77 @@ func TestKnownStructOriginsSplit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0201020084010104f09f98800101000401017406efbfbdefbfbd0101010002", hex.EncodeToString(got), "Y.encodeStateAsUpdate after the same two updates")
 	require.Equal(t, "😀", d.GetText("t").String())
+}
+
+// A decoded update (DecodeUpdate) applies as its bytes do: kept while it
+// is refused, decoded again once a document integrated it, and its Ends
+// are ParseUpdateMeta's end clocks.
+func TestApplyWhole(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 9))
+	docs := []*yjs.Doc{yjs.NewDoc(yjs.WithClientID(1)), yjs.NewDoc(yjs.WithClientID(2))}
+	var updates []*yjs.Update
+	for _, d := range docs {
+		d.OnUpdate(func(u []byte, origin any) {
+			if origin == nil {
+				updates = append(updates, yjs.DecodeUpdate(u))
+			}
+		})
+	}
+	for range 20 {
+		for _, d := range docs {
+			randomEdit(r, d)
+		}
+		if r.IntN(2) == 0 {
+			syncDocs(t, docs...)
+		}
+	}
+	syncDocs(t, docs...)
+
+	for _, u := range updates {
+		require.NoError(t, u.Err())
+		_, to, err := yjs.ParseUpdateMeta(u.Bytes())
+		require.NoError(t, err)
+		ends := map[uint64]uint64{}
+		for _, c := range u.Ends() {
+			ends[c.Client] = c.Clock
+		}
+		require.Equal(t, to, ends)
+	}
+	// In reverse order, so most are refused at first and tried again.
+	dst, again := yjs.NewDoc(yjs.WithClientID(4)), yjs.NewDoc(yjs.WithClientID(5))
+	queue := slices.Clone(updates)
+	slices.Reverse(queue)
+	refused := 0
+	for len(queue) > 0 {
+		var rest []*yjs.Update
+		for _, u := range queue {
+			applied, err := dst.ApplyWhole(u, nil)
+			require.NoError(t, err)
+			if !applied {
+				refused++
+				rest = append(rest, u)
+			}
+		}
+		require.Less(t, len(rest), len(queue), "no update applied in a round")
+		queue = rest
+	}
+	require.Positive(t, refused)
+	for _, u := range updates { // applied once already: decoded again
+		applied, err := again.ApplyWhole(u, nil)
+		require.NoError(t, err)
+		require.True(t, applied)
+	}
+	for _, d := range []*yjs.Doc{dst, again} {
+		d.GetText("t")
+		d.GetArray("a")
+		d.GetMap("m")
+		require.Equal(t, docs[0].ToJSON(), d.ToJSON())
+	}
+
+	bad := yjs.DecodeUpdate([]byte{1, 2})
+	require.Error(t, bad.Err())
+	require.Empty(t, bad.Ends())
+	_, err := dst.ApplyWhole(bad, nil)
+	require.ErrorIs(t, err, bad.Err())
 }
