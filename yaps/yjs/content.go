@@ -497,6 +497,8 @@ func (c *content) lastValue() any {
 			r = utf8.RuneError
 		}
 		return string(r)
+	case kindType: // the usual nested Y.Map or Y.Text: no slice for one value
+		return c.ext.typ.public()
 	}
 	v := c.values()
 	if len(v) == 0 {
