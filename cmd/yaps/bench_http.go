@@ -7,8 +7,8 @@ package main
 // a free loopback port (one target at a time, so they never compete for the
 // CPU), seeds a list with 1,000 yaps, warms up, runs each scenario for a fixed
 // duration with C closed-loop workers and reports requests/s, p50/p99 latency
-// and the server's CPU time per request (utime+stime of the server process
-// from /proc/PID/stat, before and after each scenario). With --rate it runs
+// and the server's CPU time per request (the server process's CPU-time
+// clock, procCPU, before and after each scenario). With --rate it runs
 // an open loop instead: requests due at fixed times, latency from each
 // request's intended start (loadOpen). See docs/benchmarks.md, section
 // "HTTP".
@@ -1095,7 +1095,7 @@ func spawnTarget(ctx context.Context, cfg benchHTTPConfig, target, tmp string, s
 	if target == targetPocketBase && !cfg.pbLogs {
 		cmd.Env = append(os.Environ(), "YAPS_BENCH_PB_LOGS=off")
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		pg.drop()

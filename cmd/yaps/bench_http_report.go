@@ -513,18 +513,29 @@ func ticksToDuration(t int64) time.Duration {
 // procCPU returns the CPU time (user+system, all threads) that process pid
 // has used so far.
 func procCPU(pid int) (time.Duration, error) {
+	d, _, err := procCPURes(pid)
+	return d, err
+}
+
+// procCPURes is procCPU with the resolution of its reading: to the
+// nanosecond from the process's CPU-time clock (processCPUClock), else in
+// clock ticks from /proc/PID/stat.
+func procCPURes(pid int) (cpu, resolution time.Duration, err error) {
 	if pid <= 0 {
-		return 0, errors.New("no pid")
+		return 0, 0, errors.New("no pid")
+	}
+	if d, err := processCPUClock(pid); err == nil {
+		return d, time.Nanosecond, nil
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	t, err := parseProcStat(b)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return ticksToDuration(t), nil
+	return ticksToDuration(t), ticksToDuration(1), nil
 }
 
 func numCPU() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }

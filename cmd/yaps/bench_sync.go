@@ -6,7 +6,7 @@ package main
 // and the npm peers @y/websocket-server and @hocuspocus/server (in memory),
 // each started as a subprocess on a free loopback port, one at a time. It
 // reports delivered updates per second, p50/p99 delivery latency, the
-// server's CPU per delivered update (utime+stime from /proc/PID/stat) and its
+// server's CPU per delivered update (its CPU-time clock, procCPU) and its
 // RSS (VmHWM, VmRSS from /proc/PID/status), and measures N idle connections
 // per server. See docs/benchmarks.md, section "Sync".
 //
@@ -344,7 +344,7 @@ func syncSpawn(cfg syncConfig, name string, bin string, args ...string) (*exec.C
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, nil, err
@@ -664,23 +664,26 @@ type syncOptions struct {
 }
 
 type syncResult struct {
-	Target        string  `json:"target"`
-	Workload      string  `json:"workload"`
-	Rooms         int     `json:"rooms"`
-	Clients       int     `json:"clients"`
-	Updates       int     `json:"updates"`
-	Window        int     `json:"window"`
-	Expected      int64   `json:"expected"`
-	Delivered     int64   `json:"delivered"`
-	Unexpected    int64   `json:"unexpectedUpdates"`
-	Verbatim      int64   `json:"relayedVerbatim"`
-	Reencoded     int64   `json:"relayedReencoded"`
-	Merged        int64   `json:"relayedMerged"`
-	ElapsedMs     float64 `json:"elapsedMs"`
-	PerSecond     float64 `json:"deliveredPerSecond"`
-	P50Ms         float64 `json:"p50Ms"`
-	P99Ms         float64 `json:"p99Ms"`
-	ServerCPUMs   float64 `json:"serverCpuMs"`
+	Target      string  `json:"target"`
+	Workload    string  `json:"workload"`
+	Rooms       int     `json:"rooms"`
+	Clients     int     `json:"clients"`
+	Updates     int     `json:"updates"`
+	Window      int     `json:"window"`
+	Expected    int64   `json:"expected"`
+	Delivered   int64   `json:"delivered"`
+	Unexpected  int64   `json:"unexpectedUpdates"`
+	Verbatim    int64   `json:"relayedVerbatim"`
+	Reencoded   int64   `json:"relayedReencoded"`
+	Merged      int64   `json:"relayedMerged"`
+	ElapsedMs   float64 `json:"elapsedMs"`
+	PerSecond   float64 `json:"deliveredPerSecond"`
+	P50Ms       float64 `json:"p50Ms"`
+	P99Ms       float64 `json:"p99Ms"`
+	ServerCPUMs float64 `json:"serverCpuMs"`
+	// CPUResMs is the resolution of the CPU readings: 1e-6 from the
+	// process's CPU-time clock, 10 from /proc/PID/stat's ticks.
+	CPUResMs      float64 `json:"serverCpuResolutionMs"`
 	CPUPerDelivUs float64 `json:"serverCpuPerDeliveryUs"`
 	CPUPerUpdUs   float64 `json:"serverCpuPerUpdateUs"`
 	RSSMB         float64 `json:"rssMB"`
@@ -896,7 +899,7 @@ func runSyncWorkload(ctx context.Context, t *syncTarget, w syncWorkload, opt syn
 
 	// Measure.
 	measuring.Store(true)
-	cpu0, cpuErr0 := procCPU(t.pid)
+	cpu0, res0, cpuErr0 := procCPURes(t.pid)
 	var ru0, ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	start := time.Now()
@@ -967,7 +970,7 @@ wait:
 	// Work a server defers past the last delivery (a debounced store,
 	// compaction) still belongs to the run: read its CPU after a pause.
 	time.Sleep(syncSettle)
-	cpu1, cpuErr1 := procCPU(t.pid)
+	cpu1, res1, cpuErr1 := procCPURes(t.pid)
 	rss, hwm := syncProcMem(t.pid)
 	close(stopWriters)
 	writers.Wait()
@@ -992,7 +995,8 @@ wait:
 	res.P99Ms = float64(percentile(lats, 0.99).Microseconds()) / 1e3
 	if cpuErr0 == nil && cpuErr1 == nil {
 		cpu := cpu1 - cpu0
-		res.ServerCPUMs = float64(cpu.Milliseconds())
+		res.ServerCPUMs = float64(cpu.Microseconds()) / 1e3
+		res.CPUResMs = float64(max(res0, res1).Nanoseconds()) / 1e6
 		if res.Delivered > 0 {
 			res.CPUPerDelivUs = float64(cpu.Nanoseconds()) / 1e3 / float64(res.Delivered)
 			res.CPUPerUpdUs = float64(cpu.Nanoseconds()) / 1e3 / float64(w.Rooms*w.Clients*U)

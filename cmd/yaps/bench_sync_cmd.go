@@ -296,10 +296,12 @@ func writeSyncLoadTable(w io.Writer, tw *tabwriter.Writer, results []syncResult,
 				if r.CPUPerDelivUs > p.CPUPerDelivUs/2 {
 					verdict = "misses"
 				}
-				// /proc counts 10 ms ticks: when yaps' CPU is within a few
-				// ticks of half the peer's, the ticks decide, not the servers.
-				if half := p.CPUPerDelivUs / 2 * float64(r.Delivered) / 1e3; math.Abs(r.ServerCPUMs-half) < 30 {
-					verdict = "too close to judge at 10 ms CPU ticks, use a larger workload"
+				// Read from /proc, CPU comes in 10 ms ticks: when yaps' CPU is
+				// within a few ticks of half the peer's, the ticks decide,
+				// not the servers. (The CPU-time clock reads nanoseconds.)
+				tick := max(r.CPUResMs, p.CPUResMs)
+				if half := p.CPUPerDelivUs / 2 * float64(r.Delivered) / 1e3; math.Abs(r.ServerCPUMs-half) < 3*tick {
+					verdict = fmt.Sprintf("too close to judge at %g ms CPU ticks, use a larger workload", tick)
 				}
 				fmt.Fprintf(w, "%s: yaps uses %.2f× the CPU per delivery of %s (%.1f vs %.1f µs; target ≤ 0.5×: %s)\n",
 					r.Workload, r.CPUPerDelivUs/p.CPUPerDelivUs, syncTargetLabel(peer), r.CPUPerDelivUs, p.CPUPerDelivUs, verdict)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -211,5 +212,35 @@ func TestBenchSyncRunInProcess(t *testing.T) {
 		require.Zero(t, r.Unexpected, "compensating updates")
 		require.Positive(t, r.P50Ms)
 		require.GreaterOrEqual(t, r.P99Ms, r.P50Ms)
+	}
+}
+
+// The verdict against the peers: yaps at half the peer's CPU or less
+// meets; within three ticks of half, /proc's 10 ms ticks decide, so no
+// verdict; the CPU-time clock's nanoseconds always give one.
+func TestBenchSyncVerdict(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		yapsMs, resMs float64
+		want          string
+	}{
+		{470, 1e-6, "0.47× the CPU per delivery of @y/websocket-server (4.7 vs 10.0 µs; target ≤ 0.5×: meets)"},
+		{490, 1e-6, "target ≤ 0.5×: meets)"},
+		{510, 1e-6, "target ≤ 0.5×: misses)"},
+		{490, 10, "too close to judge at 10 ms CPU ticks"},
+		{510, 10, "too close to judge at 10 ms CPU ticks"},
+		{460, 10, "target ≤ 0.5×: meets)"},
+		{540, 10, "target ≤ 0.5×: misses)"},
+	} {
+		const delivered = 100_000
+		results := []syncResult{
+			{Target: syncTargetYaps, Workload: "1x2x3", Delivered: delivered, ServerCPUMs: tc.yapsMs,
+				CPUPerDelivUs: tc.yapsMs * 1e3 / delivered, CPUResMs: tc.resMs},
+			{Target: syncTargetYWebsocket, Workload: "1x2x3", Delivered: delivered, ServerCPUMs: 1000,
+				CPUPerDelivUs: 10, CPUResMs: tc.resMs},
+		}
+		var out bytes.Buffer
+		writeSyncLoadTable(&out, tabwriter.NewWriter(io.Discard, 0, 0, 1, ' ', 0), results, "window 1")
+		require.Contains(t, out.String(), tc.want, "%+v", tc)
 	}
 }
