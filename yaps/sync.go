@@ -307,8 +307,13 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 			w.batch.yaps[id] = y
 		}
 	}
-	changed := map[any]bool{}
-	ymKeys := map[string]bool{} // changed keys of the root map "yaps"
+	if w.scratchTypes == nil {
+		w.scratchTypes, w.scratchKeys = map[any]bool{}, map[string]bool{}
+	}
+	clear(w.scratchTypes)
+	clear(w.scratchKeys)
+	changed := w.scratchTypes
+	ymKeys := w.scratchKeys // changed keys of the root map "yaps"
 	ym := d.GetMap(rootYaps)
 	got := false // the update changed the document
 	// An agent's changes outside what it may write: what it inserted there,
@@ -327,7 +332,7 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 		return old != nil && a.can(opWriteYap, old.Kind) != nil
 	}
 	first := true
-	unA := d.OnAfterTransaction(func(tx *yjs.Transaction) {
+	unA := d.OnAfterTransactionScoped(func(tx *yjs.Transaction) {
 		if tx.HasChanges() {
 			got = true
 		}
@@ -456,7 +461,19 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 
 	now := w.s.now()
 	var fixes []func()
-	valid := map[string]*Yap{}
+	// valid becomes w.valid when it is the batch's first (see below);
+	// after that the scratch map serves.
+	var valid map[string]*Yap
+	scratchValid := w.valid != nil
+	if !scratchValid {
+		valid = map[string]*Yap{}
+	} else {
+		if w.scratchValid == nil {
+			w.scratchValid = map[string]*Yap{}
+		}
+		clear(w.scratchValid)
+		valid = w.scratchValid
+	}
 	// Every stored change is audited (R5); audited notes that one was, or
 	// that an earlier entry of the same code stands for it.
 	audited := false
@@ -593,6 +610,9 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 	if len(fixes) == 0 {
 		if w.valid == nil {
 			w.valid = valid
+			if scratchValid {
+				w.scratchValid = nil // w.valid's now
+			}
 		} else {
 			// An earlier update of the batch validated yaps too: what this
 			// one touched is as it says now (read again if it did not

@@ -34,6 +34,11 @@ type writeOp struct {
 	// (a sync update that needed no compensation), so commit projects
 	// them without reading and validating them again. Any edit clears it.
 	valid map[string]*Yap
+	// scratch maps of applyClientUpdate, cleared and reused by the next
+	// update of a batch.
+	scratchTypes map[any]bool
+	scratchKeys  map[string]bool
+	scratchValid map[string]*Yap
 	// batch is set when one write applies several clients' updates
 	// (ApplyUpdates): each update is validated against the yaps and list
 	// fields as the earlier ones left them, so compensating one client's

@@ -536,8 +536,10 @@ func (d *Doc) cleanupTransactions(cleanups []*Transaction, i int) {
 				d.finishCleanup(tx)
 			}()
 			d.callObservers(tx)
-			if len(d.afterTxObservers) > 0 {
-				tx.exposed = true
+			for _, f := range d.afterTxObservers {
+				if !f.scoped {
+					tx.exposed = true
+				}
 			}
 			for _, f := range d.afterTxObservers {
 				if f.fn != nil {

@@ -28,7 +28,10 @@ type Doc struct {
 }
 
 type updateObserver struct{ fn func([]byte, any) }
-type afterTxObserver struct{ fn func(*Transaction) }
+type afterTxObserver struct {
+	fn     func(*Transaction)
+	scoped bool // fn does not keep the transaction (OnAfterTransactionScoped)
+}
 
 type pendingStructs struct {
 	missing map[uint64]int
@@ -218,7 +221,17 @@ func (d *Doc) OnUpdate(fn func(update []byte, origin any)) (unsubscribe func()) 
 
 // OnAfterTransaction registers fn to run after every transaction.
 func (d *Doc) OnAfterTransaction(fn func(tx *Transaction)) (unsubscribe func()) {
-	o := &afterTxObserver{fn: fn}
+	return d.onAfterTransaction(&afterTxObserver{fn: fn})
+}
+
+// OnAfterTransactionScoped is OnAfterTransaction for an fn that does not
+// keep tx once it returns: the document may then reuse the transaction's
+// memory for the next one (what tx's methods return is fn's to keep).
+func (d *Doc) OnAfterTransactionScoped(fn func(tx *Transaction)) (unsubscribe func()) {
+	return d.onAfterTransaction(&afterTxObserver{fn: fn, scoped: true})
+}
+
+func (d *Doc) onAfterTransaction(o *afterTxObserver) (unsubscribe func()) {
 	d.afterTxObservers = append(d.afterTxObservers, o)
 	return func() {
 		for i, x := range d.afterTxObservers {
