@@ -3,6 +3,7 @@ package yaps_test
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -461,5 +462,36 @@ func TestApplyUpdatesOtherProcessReadsGroupedRows(t *testing.T) {
 		got, err := s3.GetYap(e.ctx, owner, y.ID)
 		require.NoError(t, err)
 		require.Equal(t, "Milk and bread and eggs and tea", got.Content)
+	})
+}
+
+// A batch that holds an update larger than ApplyUpdates keeps decoded (it
+// decodes that one again when it applies it) applies it like the others.
+func TestApplyUpdatesLargeUpdate(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, e *env, _ string) {
+		owner, y := milkList(t, e)
+		n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{Body: yaps.Set("note")}, "", nil)
+		require.NoError(t, err)
+		editor := e.actor(owner, yaps.RoleEditor)
+		long := strings.Repeat("long line of text ", 400) // 7,200 bytes
+		ups := []yaps.ClientUpdate{
+			clientUpdate(t, owner, docOf(t, e, owner), "owner", func(d *yjs.Doc) {
+				text(t, ymap(t, d, n.ID), "body").Insert(4, long, nil)
+			}),
+			clientUpdate(t, editor, docOf(t, e, editor), "editor", func(d *yjs.Doc) {
+				ymap(t, d, y.ID).Set("status", "done")
+			}),
+		}
+		require.Greater(t, len(ups[0].Update), 4<<10)
+		for i, err := range e.svc.ApplyUpdates(e.ctx, owner.List.Ref, ups) {
+			require.NoError(t, err, "update %d", i)
+		}
+		got, err := e.svc.GetYap(e.ctx, owner, n.ID)
+		require.NoError(t, err)
+		require.Equal(t, "note"+long, got.Body)
+		got, err = e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, yaps.StatusDone, got.Status)
 	})
 }

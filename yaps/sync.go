@@ -159,6 +159,12 @@ func (s *Service) applyOne(ctx context.Context, a *Actor, u *yjs.Update, origin 
 	return err
 }
 
+// keepDecoded is the largest update whose decoded form ApplyUpdates keeps
+// from reading its clients to applying it. A batch holds up to 64 updates
+// of up to a megabyte each (ysync), and a large update decoded is several
+// times its size: those are decoded again, one at a time, when applied.
+const keepDecoded = 4 << 10
+
 // ClientUpdate is one Yjs update a sync client sent, for ApplyUpdates.
 type ClientUpdate struct {
 	Actor  *Actor
@@ -189,6 +195,9 @@ func (s *Service) ApplyUpdates(ctx context.Context, ref string, ups []ClientUpda
 		if errs[i] == nil {
 			decoded[i] = yjs.DecodeUpdate(u.Update)
 			foreign[i], errs[i] = s.foreignClients(ctx, u.Actor, decoded[i])
+			if len(u.Update) > keepDecoded {
+				decoded[i].Release()
+			}
 		}
 		if errs[i] == nil {
 			ok = append(ok, i)

@@ -49,6 +49,15 @@ func DecodeUpdate(update []byte) *Update {
 	return u
 }
 
+// Release drops the decoded structs and keeps the rest (Bytes, Ends):
+// ApplyWhole then decodes the update again. For a caller that holds many
+// large updates before it applies them.
+func (u *Update) Release() {
+	if u.err == nil {
+		u.du = nil
+	}
+}
+
 // Bytes returns the encoded update.
 func (u *Update) Bytes() []byte { return u.data }
 
