@@ -15,7 +15,9 @@
 // and deleted content is garbage collected by default (WithGC(false) keeps
 // it). MergeUpdates, DiffUpdate, EncodeStateVectorFromUpdate and
 // ParseUpdateMeta work on encoded updates without a document and match
-// their Yjs namesakes. Text positions and lengths are UTF-16 code units, as
+// their Yjs namesakes; DecodeUpdate decodes an update once for a caller
+// that reads its clients (Update.Ends) before it applies it
+// (Doc.ApplyWhole). Text positions and lengths are UTF-16 code units, as
 // in JavaScript; like Yjs, splitting a surrogate pair replaces both halves
 // with U+FFFD.
 //
