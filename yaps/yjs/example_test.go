@@ -32,3 +32,25 @@ func Example() {
 	// Hello World 3
 	// [{"insert":"Hello"} {"insert":" World","attributes":{"bold":true}}]
 }
+
+// A server decodes a client's update once: it looks at the clients the
+// update writes under, then applies it whole or not at all.
+func ExampleDecodeUpdate() {
+	client := yjs.NewDoc(yjs.WithClientID(7))
+	var update []byte
+	client.OnUpdate(func(u []byte, _ any) { update = u })
+	client.GetText("t").Insert(0, "hi", nil)
+
+	u := yjs.DecodeUpdate(update)
+	if u.Err() != nil {
+		panic(u.Err())
+	}
+	fmt.Println(u.Ends()) // client 7 up to clock 2
+
+	server := yjs.NewDoc()
+	applied, err := server.ApplyWhole(u, nil)
+	fmt.Println(applied, err, server.GetText("t").String())
+	// Output:
+	// [{7 2}]
+	// true <nil> hi
+}
