@@ -15,7 +15,7 @@ import (
 // allocations on every call.
 type queries struct {
 	insertList, listByRef, listForUpdate, listsByAccount, saveList, setDocVersion         string
-	docHeaderAndUpdates, updatesSince, insertUpdate, insertUpdates                        string
+	docHeaderAndUpdates, updatesSince, insertUpdate                                       string
 	compactRead, compactWrite, compactState, compactDelete, updateCount                   string
 	insertPerm, permByHash, permsOfList, permOfList, permActive, revokePerm, activeOwners string
 	putYap, putYapData, yapByID, yapsPage, yapsPageLive, deleteYap, deletedBefore         string
@@ -94,8 +94,7 @@ func buildQueries(pg bool) *queries {
 		// On SQLite the state lives in doc_states (see its migration) and
 		// compactState writes it.
 		updatesSince:  `SELECT seq, n, data FROM doc_updates WHERE list_ref = $1 AND seq > $2 ORDER BY seq`,
-		insertUpdate:  `INSERT INTO doc_updates (list_ref, seq, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		insertUpdates: `INSERT INTO doc_updates (list_ref, seq, n, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+		insertUpdate:  `INSERT INTO doc_updates (list_ref, seq, n, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
 		compactRead:   `SELECT doc_version, state_seq FROM lists WHERE ref = $1` + forUpdate,
 		compactWrite:  `UPDATE lists SET state = $2, state_seq = $3 WHERE ref = $1`,
 		compactDelete: `DELETE FROM doc_updates WHERE list_ref = $1 AND seq <= $2`,
@@ -192,7 +191,7 @@ func (q *queries) all() []string {
 func (q *queries) ptrs() []*string {
 	out := []*string{
 		&q.insertList, &q.listByRef, &q.listForUpdate, &q.listsByAccount, &q.saveList, &q.setDocVersion,
-		&q.docHeaderAndUpdates, &q.updatesSince, &q.insertUpdate, &q.insertUpdates,
+		&q.docHeaderAndUpdates, &q.updatesSince, &q.insertUpdate,
 		&q.compactRead, &q.compactWrite, &q.compactState, &q.compactDelete, &q.updateCount,
 		&q.insertPerm, &q.permByHash, &q.permsOfList, &q.permOfList, &q.permActive, &q.revokePerm, &q.activeOwners,
 		&q.putYap, &q.putYapData, &q.yapByID, &q.yapsPage, &q.yapsPageLive, &q.deleteYap, &q.deletedBefore,

@@ -190,7 +190,7 @@ func (s *Store) CreateList(ctx context.Context, l *yaps.List, owner *yaps.Permis
 			}
 		}
 		if firstUpdate != nil {
-			if _, err := s.exec(ctx, tx, s.q.insertUpdate, l.Ref, int64(1), firstUpdate); err != nil {
+			if _, err := s.exec(ctx, tx, s.q.insertUpdate, l.Ref, int64(1), int64(1), firstUpdate); err != nil {
 				return wrap(err, "append update")
 			}
 		}

@@ -162,18 +162,7 @@ func (t *tx) UpdatesSince(seq int64) ([][]byte, error) {
 }
 
 func (t *tx) AppendUpdate(update []byte) (int64, error) {
-	if t.done {
-		return 0, errDone
-	}
-	if update == nil {
-		update = []byte{} // data is NOT NULL
-	}
-	seq := t.lastSeq + 1
-	if err := t.s.insertOnce(t.ctx, t.tx, "document update", t.q.insertUpdate, t.start.Ref, seq, update); err != nil {
-		return 0, err
-	}
-	t.lastSeq = seq
-	return seq, nil
+	return t.AppendUpdates([][]byte{update})
 }
 
 // AppendUpdates appends updates as one row (updaterows.go).
@@ -181,15 +170,16 @@ func (t *tx) AppendUpdates(updates [][]byte) (int64, error) {
 	if t.done {
 		return 0, errDone
 	}
-	switch len(updates) {
-	case 0:
+	if len(updates) == 0 {
 		return t.lastSeq, nil
-	case 1:
-		return t.AppendUpdate(updates[0])
+	}
+	data := packUpdates(updates)
+	if data == nil {
+		data = []byte{} // data is NOT NULL
 	}
 	n := int64(len(updates))
 	last := t.lastSeq + n
-	if err := t.s.insertOnce(t.ctx, t.tx, "document update", t.q.insertUpdates, t.start.Ref, last, n, packUpdates(updates)); err != nil {
+	if err := t.s.insertOnce(t.ctx, t.tx, "document update", t.q.insertUpdate, t.start.Ref, last, n, data); err != nil {
 		return 0, err
 	}
 	t.lastSeq = last
