@@ -470,19 +470,12 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 
 	now := w.s.now()
 	var fixes []func()
-	// valid becomes w.valid when it is the batch's first (see below);
-	// after that the scratch map serves.
-	var valid map[string]*Yap
-	scratchValid := w.valid != nil
-	if !scratchValid {
-		valid = map[string]*Yap{}
-	} else {
-		if w.scratchValid == nil {
-			w.scratchValid = map[string]*Yap{}
-		}
-		clear(w.scratchValid)
-		valid = w.scratchValid
+	// A scratch map, handed over when it becomes w.valid (see below).
+	if w.scratchValid == nil {
+		w.scratchValid = map[string]*Yap{}
 	}
+	valid := w.scratchValid
+	clear(valid)
 	// Every stored change is audited (R5); audited notes that one was, or
 	// that an earlier entry of the same code stands for it.
 	audited := false
@@ -619,9 +612,7 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 	if len(fixes) == 0 {
 		if w.valid == nil {
 			w.valid = valid
-			if scratchValid {
-				w.scratchValid = nil // w.valid's now
-			}
+			w.scratchValid = nil // w.valid's now
 		} else {
 			// An earlier update of the batch validated yaps too: what this
 			// one touched is as it says now (read again if it did not
