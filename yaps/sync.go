@@ -86,14 +86,14 @@ func (s *Service) EncodeState(ctx context.Context, ref string, stateVector []byt
 func (s *Service) Holds(ctx context.Context, ref string, update []byte) (bool, error) {
 	// Decoded before the document's lock is taken: a reader may send large
 	// updates, and must not hold up the list's writers while they decode.
-	parsed, err := yjs.ParseUpdate(update)
-	if err != nil {
+	u := yjs.DecodeUpdate(update)
+	if u.Err() != nil {
 		return false, Errorf(EINVALID, "the document update is malformed")
 	}
 	var held bool
-	err = s.withDoc(ctx, ref, func(e *docEntry) error {
+	err := s.withDoc(ctx, ref, func(e *docEntry) error {
 		s.docs.watch(ref, s.cfg.DocIdleTimeout) // held: it cannot be evicted first
-		held = e.doc.HoldsParsed(parsed)
+		held = e.doc.HoldsDecoded(u)
 		return nil
 	})
 	return held, err

@@ -20,8 +20,9 @@ func (d *Doc) ApplyUpdate(update []byte, origin any) error {
 }
 
 // Update is an update decoded once, for a caller that looks at its structs
-// before applying it (Doc.ApplyWhole): decoding is most of what reading its
-// clients costs.
+// (Ends, Doc.HoldsDecoded) before it applies it (Doc.ApplyWhole), or that
+// decodes outside a lock it checks under: decoding is most of what either
+// costs.
 type Update struct {
 	data []byte
 	du   *decodedUpdate // nil once a document integrated it, or malformed
@@ -42,11 +43,19 @@ func DecodeUpdate(update []byte) *Update {
 	}
 	for _, b := range u.du.blocks {
 		if len(b.refs) > 0 {
-			last := b.refs[len(b.refs)-1].it
-			u.ends = append(u.ends, ClientClock{b.client, uint64(last.id.clock + last.length)})
+			u.ends = append(u.ends, ClientClock{b.client, uint64(b.end())})
 		}
 	}
 	return u
+}
+
+// decoded returns u's decoded structs, decoding its bytes again when a
+// document took them or they were released.
+func (u *Update) decoded() (*decodedUpdate, error) {
+	if u.err != nil || u.du != nil {
+		return u.du, u.err
+	}
+	return decodeUpdate(u.data)
 }
 
 // Release drops the decoded structs and keeps the rest (Bytes, Ends):
@@ -73,14 +82,9 @@ func (u *Update) Ends() []ClientClock { return u.ends }
 // update links its decoded structs into d, so an update applied once is
 // decoded again when applied to another document (or to d again).
 func (d *Doc) ApplyWhole(u *Update, origin any) (applied bool, err error) {
-	if u.err != nil {
-		return false, u.err
-	}
-	du := u.du
-	if du == nil {
-		if du, err = decodeUpdate(u.data); err != nil {
-			return false, err
-		}
+	du, err := u.decoded()
+	if err != nil {
+		return false, err
 	}
 	if !d.integrable(du) {
 		return false, nil // du is untouched

@@ -33,6 +33,12 @@ type clientRefs struct {
 	removed bool // moved to the pending set during integration
 }
 
+// end is the clock one past the block's last struct; the block holds some.
+func (b *clientRefs) end() int {
+	last := b.refs[len(b.refs)-1].it
+	return last.id.clock + last.length
+}
+
 // decodedUpdate is a fully decoded v1 update.
 type decodedUpdate struct {
 	blocks []*clientRefs
@@ -497,9 +503,8 @@ func ParseUpdateMeta(update []byte) (from, to map[uint64]uint64, err error) {
 		if len(b.refs) == 0 {
 			continue
 		}
-		first, last := b.refs[0].it, b.refs[len(b.refs)-1].it
-		from[b.client] = uint64(first.id.clock)
-		to[b.client] = uint64(last.id.clock + last.length)
+		from[b.client] = uint64(b.refs[0].it.id.clock)
+		to[b.client] = uint64(b.end())
 	}
 	return from, to, nil
 }

@@ -338,41 +338,26 @@ func (d *Doc) Pending() (structs, deletes []byte) {
 // it has), which is not an attempt to write. Deletions of structs d does
 // not have, or has not deleted, are not held.
 func (d *Doc) Holds(update []byte) (bool, error) {
-	p, err := ParseUpdate(update)
-	if err != nil {
-		return false, err
+	u := DecodeUpdate(update)
+	if u.err != nil {
+		return false, u.err
 	}
-	return d.HoldsParsed(p), nil
+	return d.HoldsDecoded(u), nil
 }
 
-// ParsedUpdate is a decoded update. Decoding a large update is most of
-// the cost of HoldsParsed, so a caller that holds a lock to check can
-// decode first, outside it.
-type ParsedUpdate struct{ du *decodedUpdate }
-
-// ParseUpdate decodes an update (v1) for HoldsParsed.
-func ParseUpdate(update []byte) (ParsedUpdate, error) {
-	du, err := decodeUpdateRaw(update)
+// HoldsDecoded is Holds with a decoded update, which a caller that holds a
+// lock to check can decode first, outside it. It may be checked against
+// any number of documents; it is not changed. A malformed update holds
+// nothing.
+func (d *Doc) HoldsDecoded(u *Update) bool {
+	du, err := u.decoded()
 	if err != nil {
-		return ParsedUpdate{}, err
-	}
-	return ParsedUpdate{du: du}, nil
-}
-
-// HoldsParsed is Holds with a parsed update. A ParsedUpdate may be checked
-// against any number of documents; it is not changed.
-func (d *Doc) HoldsParsed(p ParsedUpdate) bool {
-	du := p.du
-	if du == nil {
-		return true
+		return false
 	}
 	store := &d.store
 	for _, b := range du.blocks {
-		if n := len(b.refs); n > 0 {
-			last := b.refs[n-1].it
-			if last.id.clock+last.length > store.getState(b.client) {
-				return false
-			}
+		if len(b.refs) > 0 && b.end() > store.getState(b.client) {
+			return false
 		}
 	}
 	for _, cd := range du.ds.clients {
