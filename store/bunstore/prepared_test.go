@@ -272,17 +272,17 @@ func TestPreparedMultiRow(t *testing.T) {
 	log, err = s.Doc(ctx, "list1", 1)
 	require.NoError(t, err)
 	require.Empty(t, log.Updates)
-	for after, want := range [][]string{2: {"x2", "x2b"}, 3: {"x2b"}} {
-		if want == nil {
-			continue
-		}
-		log, err = s.Doc(ctx, "list2", int64(after))
+	for _, tc := range []struct {
+		after int64
+		want  []string
+	}{{2, []string{"x2", "x2b"}}, {3, []string{"x2b"}}} {
+		log, err = s.Doc(ctx, "list2", tc.after)
 		require.NoError(t, err)
 		var got []string
 		for _, u := range log.Updates {
 			got = append(got, string(u))
 		}
-		require.Equal(t, want, got, "list2 after %d", after)
+		require.Equal(t, tc.want, got, "list2 after %d", tc.after)
 	}
 
 	// The projections, including a NULL and a set deleted_at.
