@@ -30,14 +30,24 @@ const (
 // and TAB (so CR, and with it CRLF, is rejected: clients send LF).
 
 func checkText(field, s string, max int, multiLine bool) error {
-	if !utf8.ValidString(s) {
+	// A prefix of printable ASCII is valid UTF-8 on its own.
+	i := 0
+	for i+8 <= len(s) && printableASCII8(s[i:i+8]) {
+		i += 8
+	}
+	if !utf8.ValidString(s[i:]) {
 		return Errorf(EINVALID, "%s is not valid UTF-8 text", field)
 	}
 	// Byte by byte: in valid UTF-8 the C0 controls and DEL are single
 	// bytes, and bytes below 0x80 never occur inside a longer sequence; a
-	// C1 control is 0xC2 followed by 0x80–0x9F. (This runs on every
-	// keystroke of a synced text.)
-	for i := 0; i < len(s); i++ {
+	// C1 control is 0xC2 followed by 0x80–0x9F. This runs on every
+	// keystroke of a synced text, over the whole text, so eight bytes that
+	// are all printable ASCII (the usual case) are passed over at once.
+	for ; i < len(s); i++ {
+		if i&7 == 0 && i+8 <= len(s) && printableASCII8(s[i:i+8]) {
+			i += 7
+			continue
+		}
 		if s[i] == 0xc2 && i+1 < len(s) && s[i+1] < 0xa0 {
 			return Errorf(EINVALID, "%s contains a control character", field)
 		}
@@ -58,6 +68,21 @@ func checkText(field, s string, max int, multiLine bool) error {
 		return Errorf(EINVALID, "%s is longer than %d characters", field, max)
 	}
 	return nil
+}
+
+// printableASCII8 reports whether the 8 bytes of b are all printable ASCII
+// (0x20–0x7E). Each test below sets a byte's high bit where that byte is
+// outside the range: at or above 0x80; below 0x20 (x-0x20 borrows into the
+// high bit of a byte below 0x20, and ^x keeps only bytes that had it
+// clear); equal to 0x7F (the same test for zero, on x^0x7F). A borrow can
+// only reach a higher byte from a byte that is itself flagged, so a
+// false result is never wrong about a word of printable bytes.
+func printableASCII8(b string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	del := x ^ (0x7f * ones)
+	return (x|(x-0x20*ones)&^x|(del-ones)&^del)&highs == 0
 }
 
 func checkTags(tags []string) error {
