@@ -529,7 +529,10 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 			left(id, y)
 			m, isMap := v.(*yjs.Map)
 			// A filled-in member the map holds as a zero time is written too.
-			rewrite := isMap && (filled || retimed || needsFill(m, y.Kind))
+			// An update that changed only types inside the yap's map (typing)
+			// left the map's members as they were when last validated.
+			membersKept := isMap && old != nil && !changed[m] && !slices.Contains(rootKeys, id)
+			rewrite := isMap && (filled || retimed || !membersKept && needsFill(m, y.Kind))
 			same := sameYap(y, old)
 			if same && !rewrite {
 				continue
