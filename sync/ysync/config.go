@@ -132,10 +132,12 @@ type Config struct {
 	// clients writing at once are stored and relayed in one batch (one
 	// store write, one socket write per connection) instead of one each
 	// (see writers in conn.go). Only a busy room waits, one whose previous
-	// batch was applied within 20 BatchWaits (at least 10 ms), and only for
+	// batch was applied within 4 BatchWaits (at least 10 ms), and only for
 	// connections that wrote in its last two batches: a lone writer, or
 	// people typing, never wait. It adds at most this much latency to an
-	// update. Default: 1ms; negative: never wait; at most 1s.
+	// update. Default: 5ms (1ms left a third of the batches of the sync
+	// benchmark's 50×4 rooms split in two, see docs/benchmarks.md);
+	// negative: never wait; at most 1s.
 	BatchWait time.Duration
 
 	// MessagesPerSecond and MessageBurst rate-limit the frames one
@@ -270,7 +272,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxUnfinishedBytesPerIP = 32 << 20
 	}
 	defDur(&c.SendQueueWait, 2*time.Second)
-	defDur(&c.BatchWait, time.Millisecond)
+	defDur(&c.BatchWait, 5*time.Millisecond)
 	if c.MessagesPerSecond == 0 {
 		c.MessagesPerSecond = 500
 	}

@@ -717,9 +717,10 @@ func (r *room) applyLoop() {
 // every 100 ms or so).
 
 // busyWindow is how soon after the previous batch a room's next update
-// must come for the room to count as busy: 20 BatchWaits, at least 10 ms.
+// must come for the room to count as busy: 4 BatchWaits, at least 10 ms
+// (20 ms by default, well under a typist's 100 ms).
 func (s *Server) busyWindow() time.Duration {
-	return max(10*time.Millisecond, 20*s.cfg.BatchWait)
+	return max(10*time.Millisecond, 4*s.cfg.BatchWait)
 }
 
 // maxGathered bounds the writers a batch waits for.
