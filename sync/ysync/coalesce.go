@@ -32,7 +32,13 @@ type coalescingConn struct {
 
 	// raw, when set, lets writeNow write to the socket without blocking
 	// (nil: the socket has no file descriptor, e.g. TLS in the process).
-	raw syscall.RawConn
+	// rawStep is writeStep, bound once (a closure per write would be an
+	// allocation); rawBuf, rawN and rawErr are its write, under mu.
+	raw     syscall.RawConn
+	rawStep func(fd uintptr) bool
+	rawBuf  []byte
+	rawN    int
+	rawErr  syscall.Errno
 	// restWait bounds the write of rest (Config.WriteWait); restQueued
 	// is called with rest's size when it is kept, restSent once it left
 	// (or failed).
@@ -217,33 +223,40 @@ func (c *coalescingConn) writeNow(msgs [][]byte, idle func() bool, bg *sync.Wait
 
 // writeNonBlocking makes one write syscall (repeated if interrupted) and
 // returns how much of b the socket took; a full send buffer takes nothing.
+// c.mu is held.
 func (c *coalescingConn) writeNonBlocking(b []byte) (int, error) {
-	n := 0
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		for {
-			k, e := syscall.Write(int(fd), b)
-			switch {
-			case e == syscall.EINTR:
-				continue
-			case e == syscall.EAGAIN:
-			case e != nil:
-				werr = e
-			default:
-				n = k
-			}
-			return true
-		}
-	})
+	if c.rawStep == nil {
+		c.rawStep = c.writeStep
+	}
+	c.rawBuf, c.rawN, c.rawErr = b, 0, 0
+	err := c.raw.Write(c.rawStep)
+	c.rawBuf = nil
 	if err != nil {
 		return 0, err
 	}
-	if werr != nil {
+	if c.rawErr != 0 {
 		// The peer is gone (EPIPE, ECONNRESET): the read side sees it too
 		// and ends the connection; the frames are lost with it.
 		return len(b), nil
 	}
-	return n, nil
+	return c.rawN, nil
+}
+
+// writeStep makes writeNonBlocking's write; it never waits for the poller.
+func (c *coalescingConn) writeStep(fd uintptr) bool {
+	for {
+		n, e := sockWrite(fd, c.rawBuf)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+		case 0:
+			c.rawN = n
+		default:
+			c.rawErr = e
+		}
+		return true
+	}
 }
 
 // flushRestLocked writes rest, waiting up to restWait, and reports its

@@ -385,8 +385,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// must see every byte through its Write.
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
+		if !rawSockets {
+			break
+		}
 		if raw, err := nc.(syscall.Conn).SyscallConn(); err == nil {
-			out.raw = raw
+			out.raw, c.reads.raw = raw, raw
 		}
 	}
 	c.out = out

@@ -3,9 +3,11 @@ package ysync
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -89,6 +91,15 @@ type readWatch struct {
 	budget  *unfinishedBudget
 	key     string
 
+	// raw, when set, is the plain socket's descriptor, read with sockRead
+	// (nil: a wrapper such as TLS, read through Conn). rawStep is
+	// readStep, bound once: a closure per Read would be an allocation.
+	raw     syscall.RawConn
+	rawStep func(fd uintptr) bool
+	rawBuf  []byte        // the buffer of the Read under way
+	rawN    int           // what readStep read into it
+	rawErr  syscall.Errno // ... or its error
+
 	frames    frameCursor
 	dataFrame bool   // the frame being read is a data frame
 	final     bool   // ... with FIN set
@@ -125,7 +136,7 @@ func (w *readWatch) Read(p []byte) (int, error) {
 	if w.failed != nil {
 		return 0, w.failed
 	}
-	n, err := w.Conn.Read(p)
+	n, err := w.readSocket(p)
 	ended := w.ended
 	w.scan(p[:n])
 	if w.ended != ended && !w.started.IsZero() {
@@ -162,6 +173,43 @@ func (w *readWatch) Read(p []byte) (int, error) {
 		return n, w.failed
 	}
 	return n, err
+}
+
+// readSocket reads what the socket holds into p, waiting until it holds
+// something (or the read deadline passes, or the socket closes).
+func (w *readWatch) readSocket(p []byte) (int, error) {
+	if w.raw == nil || len(p) == 0 {
+		return w.Conn.Read(p)
+	}
+	if w.rawStep == nil {
+		w.rawStep = w.readStep
+	}
+	w.rawBuf, w.rawN, w.rawErr = p, 0, 0
+	err := w.raw.Read(w.rawStep) // waits for the poller while readStep reports false
+	w.rawBuf = nil
+	switch {
+	case err != nil:
+		return 0, err // closed, or os.ErrDeadlineExceeded
+	case w.rawErr != 0:
+		return 0, os.NewSyscallError("read", w.rawErr)
+	case w.rawN == 0:
+		return 0, io.EOF
+	}
+	return w.rawN, nil
+}
+
+// readStep makes one read of the socket; false: nothing to read yet.
+func (w *readWatch) readStep(fd uintptr) bool {
+	for {
+		w.rawN, w.rawErr = sockRead(fd, w.rawBuf)
+		switch w.rawErr {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		return true
+	}
 }
 
 // done gives back what the connection took from its address's budget.
