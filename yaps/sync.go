@@ -297,18 +297,10 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 		return 0, errForeignClient // checked on the caught-up document, before anything is applied
 	}
 	beforeList := e.list
-	before := func(id string) *Yap { return e.view[id] }
-	if b := w.batch; b != nil {
-		if b.list != nil {
-			beforeList = *b.list
-		}
-		before = func(id string) *Yap {
-			if y, ok := b.yaps[id]; ok {
-				return y
-			}
-			return e.view[id]
-		}
+	if b := w.batch; b != nil && b.list != nil {
+		beforeList = *b.list
 	}
+	before := w.yapBefore
 	// left records what a yap is once this update is validated (nil:
 	// absent), for the next update of a batch.
 	left := func(id string, y *Yap) {
@@ -324,46 +316,13 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 	changed := w.scratchTypes
 	ymKeys := w.scratchKeys // changed keys of the root map "yaps"
 	ym := d.GetMap(rootYaps)
-	got := false // the update changed the document
-	// An agent's changes outside what it may write: what it inserted there,
-	// and whether it deleted anything that was there before.
-	var foreignIns yjs.IDSet
-	foreignDel := false
-	agent := !allowed(a.Permission, opWriteOther, "") // an agent: only yaps
-	// outside says where an agent may not write: the roots outside the
-	// schema, the list map, and the yaps outside its scope (by their kind
-	// before this update; a new yap out of scope is removed below).
-	outside := func(root, key string) bool {
-		if root != rootYaps {
-			return true
-		}
-		old := before(key)
-		return old != nil && a.can(opWriteYap, old.Kind) != nil
+	// The observer and what it records live in w, so an update allocates
+	// no closure and no captured variables for them.
+	w.txs = clientTxs{first: true, agent: !allowed(a.Permission, opWriteOther, ""), changed: changed, ymKeys: ymKeys, ym: ym}
+	if w.observe == nil {
+		w.observe = w.observeClientTx
 	}
-	first := true
-	unA := d.OnAfterTransactionScoped(func(tx *yjs.Transaction) {
-		if tx.HasChanges() {
-			got = true
-		}
-		// Only the client's own transaction, the first: applying it to a
-		// formatted text runs a clean-up transaction after it, whose
-		// (server-made) changes must not replace what the client did.
-		if agent && first {
-			foreignIns = tx.InsertedUnder(outside)
-			foreignDel = tx.DeletedUnder(outside)
-		}
-		first = false
-		for _, t := range tx.ChangedTypes() {
-			changed[t] = true
-			if t == any(ym) {
-				for _, k := range tx.ChangedKeys(ym) {
-					if ks, ok := k.(string); ok {
-						ymKeys[ks] = true
-					}
-				}
-			}
-		}
-	})
+	unA := d.OnAfterTransactionScoped(w.observe)
 	wasDirty := w.dirty // an earlier update of a batch may have changed d
 	w.dirty = true
 	var clock0 uint64
@@ -403,7 +362,7 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 		w.s.log.Error("yaps: an update judged whole left pending data; refused", "list", e.ref)
 		return 0, Errorf(EFORBIDDEN, msgDependsOnMissing) // not errDependsOnMissing: the document changed
 	}
-	if !got {
+	if !w.txs.got {
 		w.dirty = wasDirty // a duplicate: nothing integrated
 		return 0, nil
 	}
@@ -417,7 +376,7 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 	// a yap would take a new map, and an edit another client makes to the
 	// old one at the same time would be lost. So such an update is refused
 	// whole. (Set for agents only.)
-	if foreignDel {
+	if w.txs.foreignDel {
 		return 0, Errorf(EFORBIDDEN, "an agent code may only change yaps within its scope")
 	}
 	if w.limits && d.ClockSum() > clock0 {
@@ -609,7 +568,8 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 			}
 		}
 	}
-	if !foreignIns.Empty() {
+	if !w.txs.foreignIns.Empty() {
+		foreignIns := w.txs.foreignIns
 		fixes = append(fixes, func() { d.DeleteIDs(foreignIns, nil) })
 	}
 	if len(fixes) == 0 {
@@ -643,6 +603,70 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 		}, nil)
 	}
 	return mutations, nil
+}
+
+// clientTxs is what observeClientTx records of the transactions one
+// client update makes (applyClientUpdate sets it up for each update).
+type clientTxs struct {
+	got        bool // a transaction changed the document
+	first      bool // the next transaction is the client's own
+	agent      bool // the writer is an agent: note what it does outside its scope
+	foreignIns yjs.IDSet
+	foreignDel bool
+	changed    map[any]bool    // the types changed
+	ymKeys     map[string]bool // the changed keys of the root map "yaps"
+	ym         *yjs.Map
+}
+
+// observeClientTx records one transaction of a client update in w.txs.
+func (w *writeOp) observeClientTx(tx *yjs.Transaction) {
+	c := &w.txs
+	if tx.HasChanges() {
+		c.got = true
+	}
+	// An agent's changes outside what it may write: what it inserted
+	// there, and whether it deleted anything that was there before. Only
+	// the client's own transaction, the first: applying it to a formatted
+	// text runs a clean-up transaction after it, whose (server-made)
+	// changes must not replace what the client did.
+	if c.agent && c.first {
+		c.foreignIns = tx.InsertedUnder(w.outsideScope)
+		c.foreignDel = tx.DeletedUnder(w.outsideScope)
+	}
+	c.first = false
+	for _, t := range tx.ChangedTypes() {
+		c.changed[t] = true
+		if t == any(c.ym) {
+			for _, k := range tx.ChangedKeys(c.ym) {
+				if ks, ok := k.(string); ok {
+					c.ymKeys[ks] = true
+				}
+			}
+		}
+	}
+}
+
+// outsideScope says where an agent may not write: the roots outside the
+// schema, the list map, and the yaps outside its scope (by their kind
+// before this update; a new yap out of scope is removed by
+// applyClientUpdate).
+func (w *writeOp) outsideScope(root, key string) bool {
+	if root != rootYaps {
+		return true
+	}
+	old := w.yapBefore(key)
+	return old != nil && w.actor.can(opWriteYap, old.Kind) != nil
+}
+
+// yapBefore returns yap id as the updates applied so far left it (nil:
+// absent): in a batch, as the earlier updates left it; else as cached.
+func (w *writeOp) yapBefore(id string) *Yap {
+	if b := w.batch; b != nil {
+		if y, ok := b.yaps[id]; ok {
+			return y
+		}
+	}
+	return w.e.view[id]
 }
 
 // clockSkew is how far from the server's clock a time a sync client sets

@@ -39,6 +39,10 @@ type writeOp struct {
 	scratchTypes map[any]bool
 	scratchKeys  map[string]bool
 	scratchValid map[string]*Yap
+	// What the transactions of the client update being applied did, and
+	// the observer that records it (observeClientTx, bound once).
+	txs     clientTxs
+	observe func(*yjs.Transaction)
 	// batch is set when one write applies several clients' updates
 	// (ApplyUpdates): each update is validated against the yaps and list
 	// fields as the earlier ones left them, so compensating one client's
