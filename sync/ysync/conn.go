@@ -658,6 +658,7 @@ func (r *room) applyLoop() {
 		}
 	}()
 	var w writers
+	var sc applyScratch
 	for {
 		// Let the room's other read goroutines that are ready to run
 		// queue their updates first: clients of a room often send at once
@@ -687,7 +688,7 @@ func (r *room) applyLoop() {
 				break
 			}
 		}
-		batch := slices.Clone(r.applyQ[:n])
+		batch := append(sc.batch[:0], r.applyQ[:n]...)
 		r.applyQ = slices.Delete(r.applyQ, 0, n)
 		for _, q := range batch {
 			q.c.pendingN--
@@ -697,9 +698,20 @@ func (r *room) applyLoop() {
 		r.applyMu.Unlock()
 		w.took(batch)
 		r.waitForSendRoom(batch)
-		r.apply(batch)
+		r.apply(batch, &sc)
 		w.appliedAt = time.Now()
+		clear(batch) // holds no update past its batch
+		sc.batch = batch
 	}
+}
+
+// applyScratch holds what applying a batch needs, reused by the room's
+// worker from one batch to the next.
+type applyScratch struct {
+	batch []queuedUpdate
+	order []*conn    // the batch's connections, in order of their first update
+	mine  [][][]byte // mine[i]: the updates of order[i]
+	ups   []yaps.ClientUpdate
 }
 
 // Gathering a busy room's writers. On a room where several clients write
@@ -857,7 +869,7 @@ func (r *room) linger(t **time.Timer) bool {
 // not the connections': updates a client sent before it went away are
 // still stored. Connections being closed by the server (a bad message, a
 // revoked code, a slow reader) have theirs dropped.
-func (r *room) apply(batch []queuedUpdate) {
+func (r *room) apply(batch []queuedUpdate, sc *applyScratch) {
 	// Connections whose updates hold step 2 slots, and how many; made
 	// when needed (rarely: only large updates hold one).
 	var slots map[*conn]int
@@ -868,8 +880,18 @@ func (r *room) apply(batch []queuedUpdate) {
 			}
 		}
 	}()
-	var order []*conn
-	byConn := map[*conn][][]byte{}
+	// The batch's updates by connection: a batch holds at most roomBatch
+	// updates, so a connection is found by looking through order.
+	order, all := sc.order[:0], sc.mine
+	defer func() {
+		clear(order)
+		for i := range all {
+			clear(all[i])
+			all[i] = all[i][:0]
+		}
+		clear(sc.ups)
+		sc.order, sc.mine = order, all
+	}()
 	for _, q := range batch {
 		if q.slot {
 			if slots == nil {
@@ -880,14 +902,20 @@ func (r *room) apply(batch []queuedUpdate) {
 		if q.c.closing.Load() {
 			continue
 		}
-		if _, seen := byConn[q.c]; !seen {
+		i := slices.Index(order, q.c)
+		if i < 0 {
+			i = len(order)
 			order = append(order, q.c)
+			if i == len(all) {
+				all = append(all, nil)
+			}
 		}
-		byConn[q.c] = append(byConn[q.c], q.update)
+		all[i] = append(all[i], q.update)
 	}
-	ups := make([]yaps.ClientUpdate, 0, len(batch))
-	for _, c := range order {
-		mine := byConn[c]
+	ups := sc.ups[:0]
+	defer func() { sc.ups = ups }()
+	for i, c := range order {
+		mine := all[i]
 		if len(mine) > 1 {
 			if merged, err := yjs.MergeUpdates(mine); err == nil {
 				mine = [][]byte{merged}
