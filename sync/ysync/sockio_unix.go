@@ -4,10 +4,11 @@ package ysync
 
 import "syscall"
 
-// sockRead and sockWrite: see sockio_linux.go. Elsewhere the system's own
-// calls (on macOS, through libSystem).
+// rawSockets: whether sockRead and sockWrite work here.
 const rawSockets = true
 
+// sockRead and sockWrite: see sockio_linux.go. Elsewhere the system's own
+// calls (on macOS, through libSystem).
 func sockRead(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, err := syscall.Read(int(fd), p)
 	return max(n, 0), errnoOf(err)
