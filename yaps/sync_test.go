@@ -595,6 +595,17 @@ func TestSyncNormalizesLayout(t *testing.T) {
 	// In R9's layout already: nothing more than the update itself.
 	require.NoError(t, p.send(func(d *yjs.Doc) { text(t, ymap(t, d, y.ID), "content").Insert(0, ">", nil) }))
 	require.Len(t, p.sync(), 1)
+
+	// Typing and a plain member in one update: the yap's map changed too,
+	// so its layout is checked (typing alone skips that) and normalized.
+	require.NoError(t, p.send(func(d *yjs.Doc) {
+		text(t, ymap(t, d, y.ID), "content").Insert(0, "<", nil)
+		ymap(t, d, y.ID).Set("tags", []any{"z"})
+	}))
+	require.Len(t, p.sync(), 2, "the update and the server's normalization")
+	tags, _ := ymap(t, p.doc, y.ID).Get("tags")
+	require.IsType(t, (*yjs.Array)(nil), tags)
+	require.Equal(t, "<>plain content", text(t, ymap(t, p.doc, y.ID), "content").String())
 }
 
 // TestSyncServerTimes: times a sync client sets in server members are
