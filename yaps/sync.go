@@ -308,17 +308,12 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 			w.batch.yaps[id] = y
 		}
 	}
-	if w.scratchTypes == nil {
-		w.scratchTypes, w.scratchKeys = map[any]bool{}, map[string]bool{}
-	}
-	clear(w.scratchTypes)
-	clear(w.scratchKeys)
-	changed := w.scratchTypes
-	ymKeys := w.scratchKeys // changed keys of the root map "yaps"
 	ym := d.GetMap(rootYaps)
 	// The observer and what it records live in w, so an update allocates
 	// no closure and no captured variables for them.
-	w.txs = clientTxs{first: true, agent: !allowed(a.Permission, opWriteOther, ""), changed: changed, ymKeys: ymKeys, ym: ym}
+	w.txs.reset(!allowed(a.Permission, opWriteOther, ""), ym)
+	changed := w.txs.changed
+	ymKeys := w.txs.ymKeys // changed keys of the root map "yaps"
 	if w.observe == nil {
 		w.observe = w.observeClientTx
 	}
@@ -616,6 +611,19 @@ type clientTxs struct {
 	changed    map[any]bool    // the types changed
 	ymKeys     map[string]bool // the changed keys of the root map "yaps"
 	ym         *yjs.Map
+}
+
+// reset starts the record of the next client update of a write (agent:
+// its writer is one; ym: the root map "yaps"), keeping the maps of the
+// updates before it for reuse.
+func (c *clientTxs) reset(agent bool, ym *yjs.Map) {
+	changed, ymKeys := c.changed, c.ymKeys
+	if changed == nil {
+		changed, ymKeys = map[any]bool{}, map[string]bool{}
+	}
+	clear(changed)
+	clear(ymKeys)
+	*c = clientTxs{first: true, agent: agent, changed: changed, ymKeys: ymKeys, ym: ym}
 }
 
 // observeClientTx records one transaction of a client update in w.txs.

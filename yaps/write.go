@@ -34,13 +34,12 @@ type writeOp struct {
 	// (a sync update that needed no compensation), so commit projects
 	// them without reading and validating them again. Any edit clears it.
 	valid map[string]*Yap
-	// scratch maps of applyClientUpdate, cleared and reused by the next
-	// update of a batch.
-	scratchTypes map[any]bool
-	scratchKeys  map[string]bool
+	// A scratch map of applyClientUpdate, cleared and reused by the next
+	// update of a batch until it becomes valid.
 	scratchValid map[string]*Yap
-	// What the transactions of the client update being applied did, and
-	// the observer that records it (observeClientTx, bound once).
+	// What the transactions of the client update being applied did (its
+	// maps reused by the next update of a batch), and the observer that
+	// records it (observeClientTx, bound once).
 	txs     clientTxs
 	observe func(*yjs.Transaction)
 	// batch is set when one write applies several clients' updates

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// processCPUClock is Linux-only (cpuclock_linux.go); procCPU falls back to
+// processCPUClock is Linux-only (proc_linux.go); procCPU falls back to
 // /proc, which other systems lack too.
 func processCPUClock(int) (time.Duration, error) {
 	return 0, errors.New("cpu clock: not on this system")
