@@ -415,9 +415,12 @@ func TestPreparedMultiRowGuards(t *testing.T) {
 			row := newList(fmt.Sprintf("x-%s-%v", name, rolledUp), rolledUp)
 			expect, perm := row.Clone(), "perm-"+row.Ref
 			change(expect, &perm)
-			multi := bunstore.MultiRowPipelines(s)
+			pipelines, multi := bunstore.PreparedPipelines(s), bunstore.MultiRowPipelines(s)
 			applied, errs := gatedBatch(t, s, []*yaps.PreparedWrite{write(good, "perm-"+good.Ref), write(expect, perm)})
 			require.Equal(t, multi+1, bunstore.MultiRowPipelines(s))
+			// One pipeline: the guards decided, not a failed batch run
+			// again write by write.
+			require.Equal(t, pipelines+1, bunstore.PreparedPipelines(s), "%s, rolled up %v", name, rolledUp)
 			require.Equal(t, []error{nil, nil}, errs)
 			want := name == "none"
 			require.Equal(t, []bool{true, want}, applied, "%s, rolled up %v", name, rolledUp)
