@@ -136,6 +136,7 @@ func runBenchSync(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stderr, "bench sync: %s; %d round(s); yaps %s\n", mode, *rounds, cfg.yapsBin)
 
 	var results []syncResult
+	var paired []pairedLine
 	for _, w := range wls {
 		// The targets take turns, round by round, in an order reversed
 		// every other round: the machine's speed drifts over a run (other
@@ -168,6 +169,13 @@ func runBenchSync(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for _, name := range names {
 			results = append(results, medianSyncResult(runs[name]))
 		}
+		if *rounds > 1 {
+			for _, peer := range []string{syncTargetYWebsocket, syncTargetHocuspocus} {
+				if rs := pairedRatios(runs[syncTargetYaps], runs[peer]); len(rs) > 0 {
+					paired = append(paired, pairedLine{workload: w.String(), peer: peer, ratios: rs})
+				}
+			}
+		}
 	}
 
 	var idles []idleResult
@@ -197,6 +205,9 @@ func runBenchSync(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(table)
 	writeSyncTable(table, results, idles, mode, *idleWait)
+	for _, l := range paired {
+		l.write(table)
+	}
 	for _, r := range results {
 		if r.Error != "" {
 			return errors.New("bench sync: some runs failed")
@@ -234,6 +245,61 @@ func medianSyncResult(runs []syncResult) syncResult {
 		}
 	}
 	return sorted[len(sorted)/2]
+}
+
+// pairedRatios returns yaps' CPU per delivery over the peer's, round by
+// round, for the rounds in which both ran without error. The two ran next
+// to each other in each round, so a drift of the machine's speed (other
+// tenants of the host) moves both sides of a round's ratio alike, while
+// the medians of the table may come from rounds far apart.
+func pairedRatios(yaps, peer []syncResult) []float64 {
+	var out []float64
+	for i := range min(len(yaps), len(peer)) {
+		y, p := yaps[i], peer[i]
+		if y.Error != "" || p.Error != "" || y.CPUPerDelivUs <= 0 || p.CPUPerDelivUs <= 0 {
+			continue
+		}
+		out = append(out, y.CPUPerDelivUs/p.CPUPerDelivUs)
+	}
+	return out
+}
+
+// pairedLine is one workload's per-round ratios against one peer.
+type pairedLine struct {
+	workload, peer string
+	ratios         []float64
+}
+
+// write prints the ratios in round order, their median and how many are
+// within the target.
+func (l pairedLine) write(w io.Writer) {
+	var b strings.Builder
+	within := 0
+	for i, r := range l.ratios {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.2f", r)
+		if r <= 0.5 {
+			within++
+		}
+	}
+	fmt.Fprintf(w, "%s, round by round: yaps uses %s× the CPU per delivery of %s (median %.2f×; %d of %d rounds ≤ 0.5×)\n",
+		l.workload, b.String(), syncTargetLabel(l.peer), medianFloat(l.ratios), within, len(l.ratios))
+}
+
+// medianFloat is the median of v (the mean of the middle two for an even
+// count); v is not changed.
+func medianFloat(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func syncTargetLabel(name string) string {

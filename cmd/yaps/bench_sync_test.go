@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -172,6 +173,37 @@ func TestBenchSyncMedian(t *testing.T) {
 	require.Equal(t, 4.0, r.CPUPerDelivUs)
 	r = medianSyncResult([]syncResult{{Error: "a"}, {Error: "b"}})
 	require.Equal(t, "b", r.Error)
+}
+
+// Round by round, yaps' CPU per delivery is divided by the peer's of the
+// same round; a round in which either failed is left out.
+func TestBenchSyncPairedRatios(t *testing.T) {
+	t.Parallel()
+	yapsRuns := []syncResult{{CPUPerDelivUs: 4}, {CPUPerDelivUs: 6}, {CPUPerDelivUs: 5, Error: "x"}, {CPUPerDelivUs: 9}, {CPUPerDelivUs: 1}}
+	peerRuns := []syncResult{{CPUPerDelivUs: 10}, {CPUPerDelivUs: 10}, {CPUPerDelivUs: 10}, {CPUPerDelivUs: 20, Error: "y"}}
+	got := pairedRatios(yapsRuns, peerRuns)
+	require.Equal(t, []float64{0.4, 0.6}, got)
+
+	var out bytes.Buffer
+	pairedLine{workload: "50x4x50", peer: syncTargetYWebsocket, ratios: []float64{0.52, 0.41, 0.47}}.write(&out)
+	require.Equal(t, "50x4x50, round by round: yaps uses 0.52 0.41 0.47× the CPU per delivery of @y/websocket-server (median 0.47×; 2 of 3 rounds ≤ 0.5×)\n", out.String())
+}
+
+func TestBenchSyncMedianFloat(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := slices.Clone(tc.in)
+		require.Equal(t, tc.want, medianFloat(in), "%v", tc.in)
+		require.Equal(t, tc.in, in, "the input keeps its order")
+	}
 }
 
 // runSyncWorkload end to end against yaps in this process (SQLite, service,
