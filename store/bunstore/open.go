@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"net"
 	"net/url"
 	"regexp"
 	"runtime"
@@ -16,7 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/dialect/pgdialect"
@@ -24,6 +26,7 @@ import (
 	"github.com/uptrace/bun/migrate"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/yaps-dev/yaps/internal/rawnet"
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -95,7 +98,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		db = bun.NewDB(sqldb, sqlitedialect.New())
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		sqldb, err = sql.Open("pgx", pgReadDSN(dsn))
+		sqldb, err = openPostgres(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("bunstore: open postgres: %w", err)
 		}
@@ -356,4 +359,24 @@ func sqlText(pg bool, q string) string {
 		return q
 	}
 	return placeholder.ReplaceAllString(q, "?$1")
+}
+
+// openPostgres opens dsn through pgx, its sockets read and written with
+// raw system calls (internal/rawnet): every write waits on a round trip to
+// Postgres, and a write or read the scheduler counts as a system call
+// keeps the runtime's monitor polling.
+func openPostgres(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(pgReadDSN(dsn))
+	if err != nil {
+		return nil, err
+	}
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawnet.Wrap(c), nil
+	}
+	return stdlib.OpenDB(*cfg), nil
 }

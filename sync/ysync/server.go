@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/olahol/melody"
 
+	"github.com/yaps-dev/yaps/internal/rawnet"
 	"github.com/yaps-dev/yaps/yaps"
 )
 
@@ -382,13 +383,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := &coalescingConn{Conn: c.reads, more: func() bool { return c.queuedMsgs.Load() > 1 }, keepOpen: c.keepOpenOnClose,
 		restWait: s.cfg.WriteWait, restQueued: c.queued, restSent: c.sent}
 	// Only a plain socket: a wrapper (TLS, a proxy protocol, accounting)
-	// must see every byte through its Write.
-	switch nc.(type) {
+	// must see every byte through its Write. A socket internal/rawnet
+	// wrapped (yaps serve's) is plain: it only reads and writes raw too.
+	switch plain := rawnet.Plain(nc).(type) {
 	case *net.TCPConn, *net.UnixConn:
 		if !rawSockets {
 			break
 		}
-		if raw, err := nc.(syscall.Conn).SyscallConn(); err == nil {
+		if raw, err := plain.(syscall.Conn).SyscallConn(); err == nil {
 			out.raw, c.reads.raw = raw, raw
 		}
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/yaps-dev/yaps/internal/rawnet"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -124,6 +126,13 @@ func TestServerReadsRawOnlyFromPlainSockets(t *testing.T) {
 	}{
 		{"tcp", httptest.NewServer, true},
 		{"tls", httptest.NewTLSServer, false},
+		// yaps serve's sockets, which internal/rawnet wraps: plain too.
+		{"rawnet", func(h http.Handler) *httptest.Server {
+			ts := httptest.NewUnstartedServer(h)
+			ts.Listener = rawnet.Listener(ts.Listener)
+			ts.Start()
+			return ts
+		}, rawSockets},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,159 @@
+//go:build linux
+
+package rawnet
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// conn is a socket whose Read and Write are raw system calls.
+type conn struct {
+	net.Conn // the socket: *net.TCPConn or *net.UnixConn
+	raw      syscall.RawConn
+
+	// readStep and writeStep, bound once (a closure per call would be an
+	// allocation), and their buffers and results, under rmu and wmu: a
+	// net.Conn may be read and written from several goroutines.
+	rmu   sync.Mutex
+	rstep func(fd uintptr) bool
+	rbuf  []byte
+	rn    int
+	rerr  syscall.Errno
+
+	wmu   sync.Mutex
+	wstep func(fd uintptr) bool
+	wbuf  []byte
+	wn    int
+	werr  syscall.Errno
+}
+
+// Wrap returns c reading and writing with raw system calls if c is a TCP
+// or Unix socket, else c itself.
+func Wrap(c net.Conn) net.Conn {
+	switch c.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return c
+	}
+	raw, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return c
+	}
+	w := &conn{Conn: c, raw: raw}
+	w.rstep, w.wstep = w.readStep, w.writeStep
+	return w
+}
+
+// Plain returns the socket under a connection Wrap made, else c.
+func Plain(c net.Conn) net.Conn {
+	if w, ok := c.(*conn); ok {
+		return w.Conn
+	}
+	return c
+}
+
+func (c *conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	c.rbuf, c.rn, c.rerr = p, 0, 0
+	err := c.raw.Read(c.rstep)
+	n, e := c.rn, c.rerr
+	c.rbuf = nil
+	c.rmu.Unlock()
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case e != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", e))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// readStep reads once into rbuf; false: nothing to read yet, wait.
+func (c *conn) readStep(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		switch e {
+		case 0:
+			c.rn = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.rerr = e
+		return true
+	}
+}
+
+func (c *conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wmu.Lock()
+	c.wbuf, c.wn, c.werr = p, 0, 0
+	err := c.raw.Write(c.wstep)
+	n, e := c.wn, c.werr
+	c.wbuf = nil
+	c.wmu.Unlock()
+	switch {
+	case err != nil:
+		return n, c.opError("write", err)
+	case e != 0:
+		return n, c.opError("write", os.NewSyscallError("write", e))
+	}
+	return n, nil
+}
+
+// writeStep writes what is left of wbuf; false: the socket is full, wait.
+func (c *conn) writeStep(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		rest := c.wbuf[c.wn:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch e {
+		case 0:
+			c.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werr = e
+			return true
+		}
+	}
+	return true
+}
+
+// opError is err as the socket's own Read or Write reports it: a
+// *net.OpError naming the addresses, around the cause (a deadline, a
+// closed connection, a system call error).
+func (c *conn) opError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// CloseWrite shuts the socket's writing side, as *net.TCPConn's does
+// (net/http calls it to close a connection gracefully).
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// SyscallConn is the socket's.
+func (c *conn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
