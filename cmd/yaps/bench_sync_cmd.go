@@ -252,10 +252,10 @@ func medianSyncResult(runs []syncResult) syncResult {
 // to each other in each round, so a drift of the machine's speed (other
 // tenants of the host) moves both sides of a round's ratio alike, while
 // the medians of the table may come from rounds far apart.
-func pairedRatios(yaps, peer []syncResult) []float64 {
+func pairedRatios(yapsRuns, peerRuns []syncResult) []float64 {
 	var out []float64
-	for i := range min(len(yaps), len(peer)) {
-		y, p := yaps[i], peer[i]
+	for i := range min(len(yapsRuns), len(peerRuns)) {
+		y, p := yapsRuns[i], peerRuns[i]
 		if y.Error != "" || p.Error != "" || y.CPUPerDelivUs <= 0 || p.CPUPerDelivUs <= 0 {
 			continue
 		}
