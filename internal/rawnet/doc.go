@@ -19,5 +19,7 @@
 // Wrap and Listener change nothing but how the bytes move: every other
 // method is the socket's own, and a socket of another kind (TLS, a test's
 // pipe) or on another system is returned as it is. Plain returns the
-// socket under a wrapped connection.
+// socket under a wrapped connection. ReadFD and WriteFD are the single
+// calls underneath, for code that reads a socket's descriptor itself
+// through its syscall.RawConn (the sync server).
 package rawnet

@@ -9,7 +9,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // conn is a socket whose Read and Write are raw system calls.
@@ -82,10 +81,10 @@ func (c *conn) Read(p []byte) (int, error) {
 // readStep reads once into rbuf; false: nothing to read yet, wait.
 func (c *conn) readStep(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, e := ReadFD(fd, c.rbuf)
 		switch e {
 		case 0:
-			c.rn = int(n)
+			c.rn = n
 			return true
 		case syscall.EINTR:
 			continue
@@ -119,11 +118,10 @@ func (c *conn) Write(p []byte) (int, error) {
 // writeStep writes what is left of wbuf; false: the socket is full, wait.
 func (c *conn) writeStep(fd uintptr) bool {
 	for c.wn < len(c.wbuf) {
-		rest := c.wbuf[c.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		n, e := WriteFD(fd, c.wbuf[c.wn:])
 		switch e {
 		case 0:
-			c.wn += int(n)
+			c.wn += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false

@@ -202,3 +202,36 @@ func TestWrapOnlySockets(t *testing.T) {
 	require.NoError(t, rc.Control(func(f uintptr) { fd = f }))
 	require.NotZero(t, fd)
 }
+
+// ReadFD and WriteFD report the system's errors as they are: EAGAIN with
+// nothing to read, the reset after the peer's.
+func TestReadWriteFDErrors(t *testing.T) {
+	t.Parallel()
+	if !rawnet.Supported {
+		t.Skip("no raw socket calls on " + runtime.GOOS)
+	}
+	local, peer := pair(t, "tcp")
+	raw, err := rawnet.Plain(local).(syscall.Conn).SyscallConn()
+	require.NoError(t, err)
+	var rerr syscall.Errno
+	require.NoError(t, raw.Read(func(fd uintptr) bool {
+		_, rerr = rawnet.ReadFD(fd, make([]byte, 8))
+		return true
+	}))
+	require.Equal(t, syscall.EAGAIN, rerr, "nothing to read on a non-blocking socket")
+	n, e := rawnet.ReadFD(0, nil)
+	require.Equal(t, 0, n)
+	require.Zero(t, e, "an empty read makes no call")
+
+	require.NoError(t, peer.(*net.TCPConn).SetLinger(0))
+	require.NoError(t, peer.Close())
+	var werr syscall.Errno
+	require.Eventually(t, func() bool {
+		require.NoError(t, raw.Write(func(fd uintptr) bool {
+			_, werr = rawnet.WriteFD(fd, []byte("x"))
+			return true
+		}))
+		return werr != 0
+	}, 5*time.Second, 5*time.Millisecond)
+	require.True(t, errors.Is(werr, syscall.ECONNRESET) || errors.Is(werr, syscall.EPIPE), "got %v", werr)
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/yaps-dev/yaps/internal/rawnet"
 )
 
 // maxCoalesce bounds the bytes held back to leave in one write.
@@ -245,7 +247,7 @@ func (c *coalescingConn) writeNonBlocking(b []byte) (int, error) {
 // writeStep makes writeNonBlocking's write; it never waits for the poller.
 func (c *coalescingConn) writeStep(fd uintptr) bool {
 	for {
-		n, e := sockWrite(fd, c.rawBuf)
+		n, e := rawnet.WriteFD(fd, c.rawBuf)
 		switch e {
 		case syscall.EINTR:
 			continue

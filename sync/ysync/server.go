@@ -387,7 +387,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// wrapped (yaps serve's) is plain: it only reads and writes raw too.
 	switch plain := rawnet.Plain(nc).(type) {
 	case *net.TCPConn, *net.UnixConn:
-		if !rawSockets {
+		if !rawnet.Supported {
 			break
 		}
 		if raw, err := plain.(syscall.Conn).SyscallConn(); err == nil {

@@ -2,13 +2,11 @@ package ysync
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +38,7 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 	return dialed.(*net.TCPConn), other.(*net.TCPConn)
 }
 
-// The raw read path (sockRead through the socket's RawConn) reads what
+// The raw read path (rawnet.ReadFD through the socket's RawConn) reads what
 // arrives, waits for it when nothing has, keeps the read deadline, and ends
 // with io.EOF when the peer closes, as the socket's own Read does.
 func TestReadWatchRawSocket(t *testing.T) {
@@ -88,33 +86,6 @@ func TestReadWatchRawSocket(t *testing.T) {
 	require.ErrorIs(t, err, net.ErrClosed)
 }
 
-// sockWrite and sockRead report the system's errors as they are.
-func TestSockIOErrors(t *testing.T) {
-	t.Parallel()
-	local, peer := tcpPair(t)
-	raw, err := local.SyscallConn()
-	require.NoError(t, err)
-	var rerr syscall.Errno
-	require.NoError(t, raw.Read(func(fd uintptr) bool {
-		_, rerr = sockRead(fd, make([]byte, 8))
-		return true
-	}))
-	require.Equal(t, syscall.EAGAIN, rerr, "nothing to read on a non-blocking socket")
-
-	// Writing after the peer reset the connection fails with the errno.
-	require.NoError(t, peer.SetLinger(0))
-	require.NoError(t, peer.Close())
-	var werr syscall.Errno
-	require.Eventually(t, func() bool {
-		require.NoError(t, raw.Write(func(fd uintptr) bool {
-			_, werr = sockWrite(fd, []byte("x"))
-			return true
-		}))
-		return werr != 0
-	}, 5*time.Second, 5*time.Millisecond)
-	require.True(t, errors.Is(werr, syscall.ECONNRESET) || errors.Is(werr, syscall.EPIPE), "got %v", werr)
-}
-
 // The server reads a plain TCP socket through its descriptor, and a TLS
 // one through the TLS connection (the raw bytes there are ciphertext).
 func TestServerReadsRawOnlyFromPlainSockets(t *testing.T) {
@@ -132,7 +103,7 @@ func TestServerReadsRawOnlyFromPlainSockets(t *testing.T) {
 			ts.Listener = rawnet.Listener(ts.Listener)
 			ts.Start()
 			return ts
-		}, rawSockets},
+		}, rawnet.Supported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

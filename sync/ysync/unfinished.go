@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/yaps-dev/yaps/internal/rawnet"
 )
 
 // Unfinished messages.
@@ -91,7 +93,7 @@ type readWatch struct {
 	budget  *unfinishedBudget
 	key     string
 
-	// raw, when set, is the plain socket's descriptor, read with sockRead
+	// raw, when set, is the plain socket's descriptor, read with rawnet.ReadFD
 	// (nil: a wrapper such as TLS, read through Conn). rawStep is
 	// readStep, bound once: a closure per Read would be an allocation.
 	raw     syscall.RawConn
@@ -201,7 +203,7 @@ func (w *readWatch) readSocket(p []byte) (int, error) {
 // readStep makes one read of the socket; false: nothing to read yet.
 func (w *readWatch) readStep(fd uintptr) bool {
 	for {
-		w.rawN, w.rawErr = sockRead(fd, w.rawBuf)
+		w.rawN, w.rawErr = rawnet.ReadFD(fd, w.rawBuf)
 		switch w.rawErr {
 		case syscall.EINTR:
 			continue
