@@ -107,7 +107,7 @@ func TestLargeSyncStep2(t *testing.T) {
 		"after a text frame":    {[][]byte{step1, nil, AppendSyncStep2(nil, bigFrame(8<<10, 17))}, websocket.CloseMessageTooBig, websocket.CloseUnsupportedData},
 		"too many updates":      {append(append([][]byte{step1}, repeat(AppendUpdate(nil, []byte{8}), maxSyncFrames-1)...), AppendSyncStep2(nil, bigFrame(8<<10, 18))), websocket.CloseMessageTooBig, 0},
 		"a large update":        {[][]byte{step1, AppendUpdate(nil, bigFrame(8<<10, 10)), AppendUpdate(nil, bigFrame(8<<10, 11))}, websocket.CloseMessageTooBig, 0},
-		"a large awareness":     {[][]byte{step1, bigAw, AppendSyncStep2(nil, bigFrame(8<<10, 15))}, websocket.CloseMessageTooBig, 0},
+		"a large awareness":     {[][]byte{step1, bigAw, AppendSyncStep2(nil, bigFrame(8<<10, 15))}, websocket.CloseMessageTooBig, CloseBadMessage},
 		"over MaxSyncStep2Size": {[][]byte{step1, AppendSyncStep2(nil, bigFrame(65<<10, 12))}, websocket.CloseMessageTooBig, 0},
 		"step 1 too late":       {append(repeat(aw, maxSyncFrames-1), step1, AppendSyncStep2(nil, bigFrame(8<<10, 13))), websocket.CloseMessageTooBig, 0},
 	} {
