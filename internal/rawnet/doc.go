@@ -16,9 +16,11 @@
 // poller still does the waiting (RawConn.Read and Write, which also keep
 // the deadlines).
 //
-// Wrap and Listener change nothing but how the bytes move: every other
-// method is the socket's own, and a socket of another kind (TLS, a test's
-// pipe) or on another system is returned as it is. Plain returns the
+// Wrap and Listener change nothing but how the bytes move: the other
+// net.Conn methods, CloseWrite and SyscallConn are the socket's own (the
+// rest of *net.TCPConn's, such as ReadFrom, are not on the wrapper), and a
+// socket of another kind (TLS, a test's pipe) or on another system is
+// returned as it is. Plain returns the
 // socket under a wrapped connection. ReadFD and WriteFD are the single
 // calls underneath, for code that reads a socket's descriptor itself
 // through its syscall.RawConn (the sync server).
