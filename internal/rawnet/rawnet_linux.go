@@ -16,14 +16,11 @@ type conn struct {
 	net.Conn // the socket: *net.TCPConn or *net.UnixConn
 	raw      syscall.RawConn
 
-	// readStep and writeStep, bound once (a closure per call would be an
-	// allocation), and their buffers and results, under rmu and wmu: a
+	// The reader, and writeStep, bound once (a closure per call would be
+	// an allocation), with its buffer and results, under rmu and wmu: a
 	// net.Conn may be read and written from several goroutines.
-	rmu   sync.Mutex
-	rstep func(fd uintptr) bool
-	rbuf  []byte
-	rn    int
-	rerr  syscall.Errno
+	rmu sync.Mutex
+	rd  *Reader
 
 	wmu   sync.Mutex
 	wstep func(fd uintptr) bool
@@ -44,8 +41,8 @@ func Wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	w := &conn{Conn: c, raw: raw}
-	w.rstep, w.wstep = w.readStep, w.writeStep
+	w := &conn{Conn: c, raw: raw, rd: NewReader(raw)}
+	w.wstep = w.writeStep
 	return w
 }
 
@@ -58,42 +55,13 @@ func Plain(c net.Conn) net.Conn {
 }
 
 func (c *conn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
 	c.rmu.Lock()
-	c.rbuf, c.rn, c.rerr = p, 0, 0
-	err := c.raw.Read(c.rstep)
-	n, e := c.rn, c.rerr
-	c.rbuf = nil
+	n, err := c.rd.Read(p)
 	c.rmu.Unlock()
-	switch {
-	case err != nil:
+	if err != nil && err != io.EOF {
 		return 0, c.opError("read", err)
-	case e != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", e))
-	case n == 0:
-		return 0, io.EOF
 	}
-	return n, nil
-}
-
-// readStep reads once into rbuf; false: nothing to read yet, wait.
-func (c *conn) readStep(fd uintptr) bool {
-	for {
-		n, e := ReadFD(fd, c.rbuf)
-		switch e {
-		case 0:
-			c.rn = n
-			return true
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		c.rerr = e
-		return true
-	}
+	return n, err
 }
 
 func (c *conn) Write(p []byte) (int, error) {

@@ -391,7 +391,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if raw, err := plain.(syscall.Conn).SyscallConn(); err == nil {
-			out.raw, c.reads.raw = raw, raw
+			out.raw, c.reads.raw = raw, rawnet.NewReader(raw)
 		}
 	}
 	c.out = out

@@ -38,7 +38,7 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 	return dialed.(*net.TCPConn), other.(*net.TCPConn)
 }
 
-// The raw read path (rawnet.ReadFD through the socket's RawConn) reads what
+// The raw read path (rawnet.Reader through the socket's RawConn) reads what
 // arrives, waits for it when nothing has, keeps the read deadline, and ends
 // with io.EOF when the peer closes, as the socket's own Read does.
 func TestReadWatchRawSocket(t *testing.T) {
@@ -46,7 +46,7 @@ func TestReadWatchRawSocket(t *testing.T) {
 	local, peer := tcpPair(t)
 	raw, err := local.SyscallConn()
 	require.NoError(t, err)
-	w := &readWatch{Conn: local, timeout: time.Minute, raw: raw}
+	w := &readWatch{Conn: local, timeout: time.Minute, raw: rawnet.NewReader(raw)}
 
 	// Arrives later: the read waits for the poller.
 	go func() {

@@ -3,11 +3,9 @@ package ysync
 import (
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/yaps-dev/yaps/internal/rawnet"
@@ -93,14 +91,9 @@ type readWatch struct {
 	budget  *unfinishedBudget
 	key     string
 
-	// raw, when set, is the plain socket's descriptor, read with rawnet.ReadFD
-	// (nil: a wrapper such as TLS, read through Conn). rawStep is
-	// readStep, bound once: a closure per Read would be an allocation.
-	raw     syscall.RawConn
-	rawStep func(fd uintptr) bool
-	rawBuf  []byte        // the buffer of the Read under way
-	rawN    int           // what readStep read into it
-	rawErr  syscall.Errno // ... or its error
+	// raw, when set, reads the plain socket with raw system calls (nil: a
+	// wrapper such as TLS, read through Conn).
+	raw *rawnet.Reader
 
 	frames    frameCursor
 	dataFrame bool   // the frame being read is a data frame
@@ -180,38 +173,10 @@ func (w *readWatch) Read(p []byte) (int, error) {
 // readSocket reads what the socket holds into p, waiting until it holds
 // something (or the read deadline passes, or the socket closes).
 func (w *readWatch) readSocket(p []byte) (int, error) {
-	if w.raw == nil || len(p) == 0 {
+	if w.raw == nil {
 		return w.Conn.Read(p)
 	}
-	if w.rawStep == nil {
-		w.rawStep = w.readStep
-	}
-	w.rawBuf, w.rawN, w.rawErr = p, 0, 0
-	err := w.raw.Read(w.rawStep) // waits for the poller while readStep reports false
-	w.rawBuf = nil
-	switch {
-	case err != nil:
-		return 0, err // closed, or os.ErrDeadlineExceeded
-	case w.rawErr != 0:
-		return 0, os.NewSyscallError("read", w.rawErr)
-	case w.rawN == 0:
-		return 0, io.EOF
-	}
-	return w.rawN, nil
-}
-
-// readStep makes one read of the socket; false: nothing to read yet.
-func (w *readWatch) readStep(fd uintptr) bool {
-	for {
-		w.rawN, w.rawErr = rawnet.ReadFD(fd, w.rawBuf)
-		switch w.rawErr {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		return true
-	}
+	return w.raw.Read(p)
 }
 
 // done gives back what the connection took from its address's budget.
