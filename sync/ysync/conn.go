@@ -708,10 +708,10 @@ func (r *room) applyLoop() {
 // applyScratch holds what applying a batch needs, reused by the room's
 // worker from one batch to the next.
 type applyScratch struct {
-	batch []queuedUpdate
-	order []*conn    // the batch's connections, in order of their first update
-	mine  [][][]byte // mine[i]: the updates of order[i]
-	ups   []yaps.ClientUpdate
+	batch   []queuedUpdate
+	order   []*conn    // the batch's connections, in order of their first update
+	updates [][][]byte // updates[i]: the updates of order[i]
+	ups     []yaps.ClientUpdate
 }
 
 // Gathering a busy room's writers. On a room where several clients write
@@ -882,15 +882,15 @@ func (r *room) apply(batch []queuedUpdate, sc *applyScratch) {
 	}()
 	// The batch's updates by connection: a batch holds at most roomBatch
 	// updates, so a connection is found by looking through order.
-	order, all := sc.order[:0], sc.mine
+	order, updates := sc.order[:0], sc.updates
 	defer func() {
 		clear(order)
-		for i := range all {
-			clear(all[i])
-			all[i] = all[i][:0]
+		for i := range updates {
+			clear(updates[i])
+			updates[i] = updates[i][:0]
 		}
 		clear(sc.ups)
-		sc.order, sc.mine = order, all
+		sc.order, sc.updates = order, updates
 	}()
 	for _, q := range batch {
 		if q.slot {
@@ -906,16 +906,16 @@ func (r *room) apply(batch []queuedUpdate, sc *applyScratch) {
 		if i < 0 {
 			i = len(order)
 			order = append(order, q.c)
-			if i == len(all) {
-				all = append(all, nil)
+			if i == len(updates) {
+				updates = append(updates, nil)
 			}
 		}
-		all[i] = append(all[i], q.update)
+		updates[i] = append(updates[i], q.update)
 	}
 	ups := sc.ups[:0]
 	defer func() { sc.ups = ups }()
 	for i, c := range order {
-		mine := all[i]
+		mine := updates[i]
 		if len(mine) > 1 {
 			if merged, err := yjs.MergeUpdates(mine); err == nil {
 				mine = [][]byte{merged}
