@@ -16,9 +16,9 @@ type conn struct {
 	net.Conn // the socket: *net.TCPConn or *net.UnixConn
 	raw      syscall.RawConn
 
-	// The reader, and writeStep, bound once (a closure per call would be
-	// an allocation), with its buffer and results, under rmu and wmu: a
-	// net.Conn may be read and written from several goroutines.
+	// A net.Conn may be read and written from several goroutines: rd reads
+	// under rmu; writeStep (bound once as wstep: a closure per call would
+	// be an allocation) writes wbuf under wmu, into wn and werr.
 	rmu sync.Mutex
 	rd  *Reader
 
