@@ -58,9 +58,10 @@ type wtx struct {
 
 // writer is the dedicated SQLite write connection, used under writeMu.
 type writer struct {
-	conn  *sql.Conn
-	stmts map[string]*sql.Stmt // prepared on conn
-	cache writerCache          // see cache.go
+	conn   *sql.Conn
+	stmts  map[string]*sql.Stmt // prepared on conn
+	direct *direct              // conn's SQLite handle, nil if not modernc's (direct.go)
+	cache  writerCache          // see cache.go
 }
 
 const (
@@ -87,6 +88,11 @@ func (w *writer) stmt(q string) (*sql.Stmt, error) {
 }
 
 func (w *writer) exec(q string, args ...any) (sql.Result, error) {
+	if w.direct != nil {
+		if res, ok, err := w.direct.exec(q, args); ok {
+			return res, err
+		}
+	}
 	st, err := w.stmt(q)
 	if err != nil {
 		return nil, err
@@ -101,6 +107,9 @@ func (w *writer) exec(q string, args ...any) (sql.Result, error) {
 func (w *writer) close() {
 	for _, st := range w.stmts {
 		_ = st.Close()
+	}
+	if w.direct != nil {
+		w.direct.close()
 	}
 	_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = w.conn.Close()
@@ -130,6 +139,10 @@ func (s *Store) writerLocked(ctx context.Context) (*writer, error) {
 		s.startCheckpointer()
 	}
 	s.writer = &writer{conn: c, stmts: map[string]*sql.Stmt{}}
+	_ = c.Raw(func(dc any) error {
+		s.writer.direct = directOf(dc)
+		return nil
+	})
 	return s.writer, nil
 }
 
