@@ -3,6 +3,7 @@ package bunstore
 import (
 	"database/sql"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -134,21 +135,27 @@ func (d *direct) exec(q string, args []any) (res sql.Result, ok bool, err error)
 }
 
 // argBytes returns how many bytes of C memory args' texts and blobs need,
-// or false if an argument has a type bind does not take.
+// or false if an argument has a type bind does not take, or is longer
+// than SQLite's bind calls take (an int).
 func argBytes(args []any) (int, bool) {
 	n := 0
 	for _, a := range args {
+		size := 0
 		switch v := a.(type) {
 		case nil, int64, int, int32, bool, float64, sql.NullInt64:
 		case string:
-			n += len(v)
+			size = len(v)
 		case []byte:
-			n += len(v)
+			size = len(v)
 		case sql.NullString:
-			n += len(v.String)
+			size = len(v.String)
 		default:
 			return 0, false
 		}
+		if size > math.MaxInt32 {
+			return 0, false
+		}
+		n += size
 	}
 	return n, true
 }
@@ -238,8 +245,12 @@ func (d *direct) bind(st *directStmt, args []any) error {
 	off := 0
 	// put copies b into d.buf and returns where; never 0, so an empty text
 	// or blob binds as empty, not as NULL.
+	// exec sized d.buf by argBytes, which counts what put copies; short
+	// is a bug, reported rather than bound.
+	short := false
 	put := func(b []byte) uintptr {
 		p := d.buf + uintptr(off)
+		short = short || len(b) > d.bufN-off
 		off += copy(unsafe.Slice((*byte)(cmem(p)), d.bufN-off), b)
 		return p
 	}
@@ -279,6 +290,9 @@ func (d *direct) bind(st *directStmt, args []any) error {
 			} else {
 				rc = sqlite3.Xsqlite3_bind_null(d.tls, st.p, idx) // as the driver binds a nil blob
 			}
+		}
+		if short {
+			return fmt.Errorf("bunstore: direct statement: argument buffer too small")
 		}
 		if rc != sqlite3.SQLITE_OK {
 			return d.error(rc)
