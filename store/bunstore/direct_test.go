@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -248,4 +249,36 @@ func TestWriterRunsDirect(t *testing.T) {
 		}
 	}
 	require.Positive(t, ran, "no statement ran directly")
+}
+
+// Random texts and blobs (invalid UTF-8, NUL bytes, lengths across the
+// buffer's growth) are stored byte for byte as the driver stores them.
+func TestDirectRandomArguments(t *testing.T) {
+	t.Parallel()
+	d, c := directConn(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const insert = `INSERT INTO t (k, v) VALUES (?, ?)`
+	for i := range 300 {
+		b := make([]byte, rng.IntN(1<<uint(rng.IntN(15))+1))
+		for j := range b {
+			b[j] = byte(rng.IntN(256))
+		}
+		var v any = b
+		if i%2 == 0 {
+			v = string(b)
+		}
+		k := fmt.Sprint(i)
+		_, ok, err := d.exec(insert, []any{"direct " + k, v})
+		require.True(t, ok)
+		require.NoError(t, err)
+		_, err = c.ExecContext(ctx, insert, "driver "+k, v)
+		require.NoError(t, err)
+		var typ1, hex1, typ2, hex2 string
+		q := `SELECT typeof(v), hex(v) FROM t WHERE k = ?`
+		require.NoError(t, c.QueryRowContext(ctx, q, "direct "+k).Scan(&typ1, &hex1))
+		require.NoError(t, c.QueryRowContext(ctx, q, "driver "+k).Scan(&typ2, &hex2))
+		require.Equal(t, typ2+" "+hex2, typ1+" "+hex1, "argument %d (%d bytes)", i, len(b))
+		require.Equal(t, len(b)*2, len(hex1))
+	}
 }
