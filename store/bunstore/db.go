@@ -87,6 +87,8 @@ func (w *writer) stmt(q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// exec runs q on the connection's SQLite handle directly if it can
+// (direct.go), through database/sql if not.
 func (w *writer) exec(q string, args ...any) (sql.Result, error) {
 	if w.direct != nil {
 		if res, ok, err := w.direct.exec(q, args); ok {

@@ -25,8 +25,8 @@ import (
 // So the writer runs its exec statements (writer.exec) itself, on the
 // driver connection's own SQLite handle: prepared once, every text and
 // blob argument copied into one C buffer owned here and bound where it
-// lies (SQLITE_STATIC, as the driver binds its own copies), stepped to the end,
-// reset. A statement it cannot take (an argument of another type,
+// lies (SQLITE_STATIC, as the driver binds its own copies), stepped to
+// the end, reset. A statement it cannot take (an argument of another type,
 // parameters named other than ?N or $N, several statements in one string)
 // goes through database/sql as before. Queries always do. In process
 // (BenchmarkSyncRooms under callgrind, one P) a client update took 10 %
@@ -110,8 +110,10 @@ func (d *direct) exec(q string, args []any) (res sql.Result, ok bool, err error)
 	if st == nil || len(st.arg) != len(args) {
 		return nil, false, nil
 	}
-	if size > d.bufN || d.buf == 0 {
-		d.grow(size) // also for no bytes: put needs an address that is not 0
+	if size > d.bufN || d.buf == 0 { // also for no bytes: put needs an address that is not 0
+		if err := d.grow(size); err != nil {
+			return nil, true, err
+		}
 	}
 	if err := d.bind(st, args); err != nil {
 		sqlite3.Xsqlite3_reset(d.tls, st.p)
@@ -211,8 +213,11 @@ func (st *directStmt) mapArgs(tls *libc.TLS) bool {
 		k := i
 		if z := sqlite3.Xsqlite3_bind_parameter_name(tls, st.p, int32(i+1)); z != 0 {
 			name := libc.GoString(z)
+			if len(name) < 2 || (name[0] != '$' && name[0] != '?') {
+				return false
+			}
 			num, err := strconv.Atoi(name[1:])
-			if (name[0] != '$' && name[0] != '?') || err != nil || name[1:] != strconv.Itoa(num) {
+			if err != nil || name[1:] != strconv.Itoa(num) {
 				return false
 			}
 			k = num - 1
@@ -228,26 +233,26 @@ func (st *directStmt) mapArgs(tls *libc.TLS) bool {
 
 // grow makes the argument buffer hold at least n bytes. Statements bound
 // to the old buffer are reset and are bound again before they next run.
-func (d *direct) grow(n int) {
+func (d *direct) grow(n int) error {
 	n = max(n, 2*d.bufN, 4096)
 	if d.buf != 0 {
 		libc.Xfree(d.tls, d.buf)
+		d.buf, d.bufN = 0, 0
 	}
-	d.buf = libc.Xmalloc(d.tls, uint64(n))
-	if d.buf == 0 {
-		panic("bunstore: out of C memory")
+	if d.buf = libc.Xmalloc(d.tls, uint64(n)); d.buf == 0 {
+		return fmt.Errorf("bunstore: direct statement: no memory for %d bytes of arguments", n)
 	}
 	d.bufN = n
+	return nil
 }
 
 // bind binds args to st's parameters, texts and blobs copied into d.buf.
 func (d *direct) bind(st *directStmt, args []any) error {
-	off := 0
-	// put copies b into d.buf and returns where; never 0, so an empty text
-	// or blob binds as empty, not as NULL.
-	// exec sized d.buf by argBytes, which counts what put copies; short
-	// is a bug, reported rather than bound.
-	short := false
+	// put copies b into d.buf and returns where: never 0, so an empty text
+	// or blob binds as empty, not as NULL. exec sized d.buf by argBytes,
+	// which counts what put copies; short would be a bug, reported rather
+	// than bound.
+	off, short := 0, false
 	put := func(b []byte) uintptr {
 		p := d.buf + uintptr(off)
 		short = short || len(b) > d.bufN-off
