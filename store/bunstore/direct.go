@@ -79,11 +79,20 @@ func directOf(dc any) *direct {
 	return &direct{tls: tls, db: db, stmts: map[string]*directStmt{}}
 }
 
-// directResult is the sql.Result of a direct statement.
-type directResult struct{ lastID, rows int64 }
+// directResult is the sql.Result of a direct statement. It reads the
+// handle's counts when asked, so it holds for the writer's last statement
+// only: every caller reads it at once. Most never do (BEGIN, COMMIT, most
+// writes), and reading both after every statement cost two more calls
+// into SQLite, each taking the connection's mutex, and an allocation.
+type directResult struct{ d *direct }
 
-func (r directResult) LastInsertId() (int64, error) { return r.lastID, nil }
-func (r directResult) RowsAffected() (int64, error) { return r.rows, nil }
+func (r directResult) LastInsertId() (int64, error) {
+	return sqlite3.Xsqlite3_last_insert_rowid(r.d.tls, r.d.db), nil
+}
+
+func (r directResult) RowsAffected() (int64, error) {
+	return sqlite3.Xsqlite3_changes64(r.d.tls, r.d.db), nil
+}
 
 // directError is a SQLite error of a direct statement. Code gives the
 // (extended) result code, as the driver's *sqlite.Error does, so sqliteCode
@@ -128,12 +137,8 @@ func (d *direct) exec(q string, args []any) (res sql.Result, ok bool, err error)
 		sqlite3.Xsqlite3_reset(d.tls, st.p)
 		return nil, true, err
 	}
-	res = directResult{
-		lastID: sqlite3.Xsqlite3_last_insert_rowid(d.tls, d.db),
-		rows:   sqlite3.Xsqlite3_changes64(d.tls, d.db),
-	}
-	sqlite3.Xsqlite3_reset(d.tls, st.p)
-	return res, true, nil
+	sqlite3.Xsqlite3_reset(d.tls, st.p) // the counts stay until the next statement
+	return directResult{d}, true, nil
 }
 
 // argBytes returns how many bytes of C memory args' texts and blobs need,

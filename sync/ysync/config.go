@@ -202,7 +202,9 @@ type Config struct {
 	CloseTimeout time.Duration
 
 	// OpTimeout bounds each service call made for a message (apply,
-	// encode). Default: 15s.
+	// encode). A room's batch of updates gets between half of it and all
+	// of it: its worker reuses one context until half is spent. Default:
+	// 15s.
 	OpTimeout time.Duration
 
 	// Broadcaster carries awareness to the other server processes on the
