@@ -121,7 +121,7 @@ func installWALFrameWrites() {
 		if vfs == 0 {
 			return
 		}
-		v := (*sqlite3.Tsqlite3_vfs)(*(*unsafe.Pointer)(unsafe.Pointer(&vfs)))
+		v := (*sqlite3.Tsqlite3_vfs)(cmem(vfs))
 		get := *(*func(*libc.TLS, uintptr, uintptr) uintptr)(unsafe.Pointer(&v.FxGetSystemCall))
 		set := *(*func(*libc.TLS, uintptr, uintptr, uintptr) int32)(unsafe.Pointer(&v.FxSetSystemCall))
 
