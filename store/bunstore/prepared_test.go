@@ -191,7 +191,7 @@ func gatedBatch(t *testing.T, s *bunstore.Store, ws []*yaps.PreparedWrite) (appl
 	return applied, errs
 }
 
-// A batch goes as one guard per write and one statement per kind of op
+// A batch goes as one statement for all its writes' guards and ops
 // (prepmulti.go): every op of every applied write lands, a stale write's
 // rows are skipped among them, and audit entries get the seqs they were
 // stored under. A batch that puts or deletes one yap twice keeps the ops'
@@ -229,10 +229,13 @@ func TestPreparedMultiRow(t *testing.T) {
 			rows[i] = l
 		}
 	}
-	// list2 holds a yap "old" for the batch to delete.
+	// list2 holds a yap "old" for the batch to delete. A write alone
+	// takes the one-statement form too.
+	lone := bunstore.MultiRowPipelines(s)
 	applied, err := s.WritePrepared(ctx, write(rows[2], "perm2", yaps.PreparedOp{Update: []byte("u")}, yaps.PreparedOp{PutYap: yap("list2", "old")}))
 	require.NoError(t, err)
 	require.True(t, applied)
+	require.Equal(t, lone+1, bunstore.MultiRowPipelines(s))
 	refresh()
 
 	deleted := yap("list0", "a")

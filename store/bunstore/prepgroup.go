@@ -149,7 +149,7 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	m, multi := collectMulti(rs)
 	if multi {
 		s.prepGroup.multiRow.Add(1)
-		queueMulti(b, rs, m)
+		b.Queue(multiSQL, m.args()...)
 	} else {
 		for _, r := range rs {
 			queuePrepared(b, r.p)

@@ -3,57 +3,91 @@ package bunstore
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // Multi-row batches (Postgres). A batch of prepared writes used to send
-// every op as a statement of its own: four per created yap. Postgres pays
-// a fixed cost per statement (bind, executor start-up, a guard subquery
-// plan), so a batch now sends each write's guard as before, one statement
-// per write in ref order (the guards take the list row locks, and that
-// order keeps two processes' batches from deadlocking), and then at most
-// one statement per kind of op for the whole batch: the rows of all its
-// writes as arrays, unnested. Every row keeps its own guard (its list row
-// was updated by this transaction), so a stale write's rows are skipped
-// while the others' are written, as before. Measured with pgbench on this
-// schema without the foreign keys (batches of 8 creates, one client):
-// 150-155 µs of Postgres CPU per create as single statements, 110-125 µs
-// this way; in the create-yap benchmark about 10% less.
+// every op as a statement of its own: four per created yap, plus the
+// write's guard. Postgres pays a fixed cost per statement (bind, portal,
+// executor start-up and shutdown, a plan lookup), which was most of its
+// CPU per create. So after the two lock statements (prepared.go) a batch
+// is one statement: its writes' guards as one UPDATE of the list rows
+// (each row checked against its own expected values and permission), and
+// the rows of all its ops as arrays, unnested, each written only if its
+// list row is among those the UPDATE returned. A stale write's rows are
+// thus skipped while the others' are written, as with a statement per op.
+// The statement returns the refs of the applied writes and the seqs of
+// the audit rows written.
 //
-// Rows of different kinds go in a fixed order (updates, puts, deletes,
-// audit entries) instead of the ops' order, which is the same thing as
-// long as no yap is both put and deleted, or put twice, in one batch (an
-// upsert may not touch a row twice either); such a batch, and a write
-// alone, use the statement-per-op form.
+// The statement's parts see one snapshot, taken after the lock statement
+// got the rows (READ COMMITTED), so a guard sees a revocation that
+// committed before the lock was granted, as a guard statement of its own
+// did. Rows of different kinds are not ordered among themselves, which is
+// the same thing as the ops' order as long as no yap is both put and
+// deleted, or put twice, in one batch (an upsert may not touch a row twice
+// either); such a batch uses the statement-per-op form.
+//
+// Measured in the create-yap benchmark: see docs/benchmarks.md.
 
-var multiSQL = struct {
-	update, putYap, deleteYap, audit string
-}{
-	update: `INSERT INTO doc_updates (list_ref, seq, n, data)
-		SELECT u.r, u.s, u.n, u.d FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bytea[]) AS u(r, s, n, d)
-		WHERE ` + multiGuard,
-	putYap: `INSERT INTO yaps (list_ref, id, created_at, deleted_at, data)
-		SELECT u.r, u.i, u.c, u.x, u.d FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[]) AS u(r, i, c, x, d)
-		WHERE ` + multiGuard + `
-		ON CONFLICT (list_ref, id) DO UPDATE SET created_at = excluded.created_at,
-		deleted_at = excluded.deleted_at, data = excluded.data`,
-	deleteYap: `DELETE FROM yaps USING unnest($1::text[], $2::text[]) AS u(r, i)
-		WHERE yaps.list_ref = u.r AND yaps.id = u.i AND ` + multiGuard,
-	// ORDER BY: the identity values are drawn as the rows are inserted,
-	// in the batch's order, which is how readMulti matches them.
-	audit: `INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail)
-		SELECT u.r, u.a, u.p, u.ro, u.ac, u.y, u.d
-		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-			WITH ORDINALITY AS u(r, a, p, ro, ac, y, d, o)
-		WHERE ` + multiGuard + ` ORDER BY u.o RETURNING seq`,
-}
+const multiSQL = `WITH w AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::bigint[],
+		$9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[], $17::text[])
+		AS w(ref, title, kind, updated_at, archived_at, rolled_up_at, account_id, doc_version,
+			x_title, x_kind, x_created_at, x_updated_at, x_archived_at, x_rolled_up_at, x_account_id, x_doc_version, perm)
+), g AS (
+	UPDATE lists SET title = w.title, kind = w.kind, updated_at = w.updated_at, archived_at = w.archived_at,
+		rolled_up_at = w.rolled_up_at, account_id = w.account_id, doc_version = w.doc_version
+	FROM w
+	WHERE lists.ref = w.ref AND lists.title = w.x_title AND lists.kind = w.x_kind
+		AND lists.created_at = w.x_created_at AND lists.updated_at = w.x_updated_at
+		AND lists.archived_at IS NOT DISTINCT FROM w.x_archived_at
+		AND lists.rolled_up_at IS NOT DISTINCT FROM w.x_rolled_up_at
+		AND lists.account_id IS NOT DISTINCT FROM w.x_account_id AND lists.doc_version = w.x_doc_version
+		AND (w.perm = '' OR EXISTS (SELECT 1 FROM permissions p WHERE p.id = w.perm AND p.list_ref = w.ref AND p.revoked_at IS NULL))
+	RETURNING lists.ref
+), du AS (
+	INSERT INTO doc_updates (list_ref, seq, n, data)
+	SELECT u.r, u.s, u.n, u.d FROM unnest($18::text[], $19::bigint[], $20::int[], $21::bytea[]) AS u(r, s, n, d)
+	WHERE u.r IN (SELECT ref FROM g)
+), py AS (
+	INSERT INTO yaps (list_ref, id, created_at, deleted_at, data)
+	SELECT u.r, u.i, u.c, u.x, u.d FROM unnest($22::text[], $23::text[], $24::bigint[], $25::bigint[], $26::bytea[]) AS u(r, i, c, x, d)
+	WHERE u.r IN (SELECT ref FROM g)
+	ON CONFLICT (list_ref, id) DO UPDATE SET created_at = excluded.created_at,
+		deleted_at = excluded.deleted_at, data = excluded.data
+), dy AS (
+	DELETE FROM yaps USING unnest($27::text[], $28::text[]) AS u(r, i)
+	WHERE yaps.list_ref = u.r AND yaps.id = u.i AND u.r IN (SELECT ref FROM g)
+), au AS (
+	-- ORDER BY: the identity values are drawn as the rows are inserted,
+	-- in the batch's order, which is how readMulti matches them.
+	INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail)
+	SELECT u.r, u.a, u.p, u.ro, u.ac, u.y, u.d
+	FROM unnest($29::text[], $30::bigint[], $31::text[], $32::text[], $33::text[], $34::text[], $35::text[])
+		WITH ORDINALITY AS u(r, a, p, ro, ac, y, d, o)
+	WHERE u.r IN (SELECT ref FROM g) ORDER BY u.o RETURNING seq
+)
+SELECT ref, NULL::bigint FROM g UNION ALL SELECT NULL, seq FROM au`
 
-// multiGuard is guardedBy for the row's list u.r.
-const multiGuard = `EXISTS (SELECT 1 FROM lists WHERE ref = u.r AND xmin = pg_current_xact_id()::xid)`
-
-// multiRows holds a batch's ops as columns.
+// multiRows holds a batch's writes and ops as columns.
 type multiRows struct {
+	// The guards: each write's new list values and its expected ones.
+	ref, title, kind         []string
+	updatedAt, docVersion    []int64
+	archivedAt, rolledUpAt   []*int64
+	accountID                []*string
+	xTitle, xKind            []string
+	xCreatedAt, xUpdatedAt   []int64
+	xArchivedAt, xRolledUpAt []*int64
+	xAccountID               []*string
+	xDocVersion              []int64
+	perm                     []string
+
 	updRef  []string
 	updSeq  []int64
 	updN    []int32
@@ -73,15 +107,58 @@ type multiRows struct {
 	auditWrite                          []int // the write of each audit row
 }
 
+// args are the arguments of multiSQL.
+func (m *multiRows) args() []any {
+	return []any{
+		m.ref, m.title, m.kind, m.updatedAt, m.archivedAt, m.rolledUpAt, m.accountID, m.docVersion,
+		m.xTitle, m.xKind, m.xCreatedAt, m.xUpdatedAt, m.xArchivedAt, m.xRolledUpAt, m.xAccountID, m.xDocVersion, m.perm,
+		m.updRef, m.updSeq, m.updN, m.updData,
+		m.putRef, m.putID, m.putCreated, m.putDeleted, m.putData,
+		m.delRef, m.delID,
+		m.audRef, m.audAt, m.audPerm, m.audRole, m.audAction, m.audYap, m.audDetail,
+	}
+}
+
+// addGuard adds the guard of p: its new list row and the row it expects.
+func (m *multiRows) addGuard(p *yaps.PreparedWrite) {
+	l, x := p.List, p.Expect
+	m.ref, m.title, m.kind = append(m.ref, l.Ref), append(m.title, l.Title), append(m.kind, string(l.Kind))
+	m.updatedAt, m.docVersion = append(m.updatedAt, ms(l.UpdatedAt)), append(m.docVersion, l.DocVersion)
+	m.archivedAt, m.rolledUpAt = append(m.archivedAt, msOrNil(l.ArchivedAt)), append(m.rolledUpAt, msOrNil(l.RolledUpAt))
+	m.accountID = append(m.accountID, stringOrNil(l.AccountID))
+	m.xTitle, m.xKind = append(m.xTitle, x.Title), append(m.xKind, string(x.Kind))
+	m.xCreatedAt, m.xUpdatedAt = append(m.xCreatedAt, ms(x.CreatedAt)), append(m.xUpdatedAt, ms(x.UpdatedAt))
+	m.xArchivedAt, m.xRolledUpAt = append(m.xArchivedAt, msOrNil(x.ArchivedAt)), append(m.xRolledUpAt, msOrNil(x.RolledUpAt))
+	m.xAccountID = append(m.xAccountID, stringOrNil(x.AccountID))
+	m.xDocVersion, m.perm = append(m.xDocVersion, x.DocVersion), append(m.perm, p.PermissionID)
+}
+
+// msOrNil is t in Unix milliseconds, nil for nil (an element of a bigint
+// array).
+func msOrNil(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	v := ms(*t)
+	return &v
+}
+
+// stringOrNil maps "" to nil, as nullString does (an element of a text
+// array).
+func stringOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // collectMulti returns rs's ops as columns, or false when the batch must
 // use the statement-per-op form (see above).
 func collectMulti(rs []*prepReq) (*multiRows, bool) {
-	if len(rs) < 2 {
-		return nil, false
-	}
 	seen := map[yapKey]bool{}
 	m := &multiRows{}
 	for w, r := range rs {
+		m.addGuard(r.p)
 		ref, seq, ops := r.p.Expect.Ref, r.p.Expect.DocVersion, r.p.Ops
 		for i := 0; i < len(ops); i++ {
 			switch op := ops[i]; {
@@ -102,13 +179,8 @@ func collectMulti(rs []*prepReq) (*multiRows, bool) {
 				}
 				seen[k] = true
 				if y := op.PutYap; y != nil {
-					var deleted *int64
-					if y.DeletedAt != nil {
-						d := ms(*y.DeletedAt)
-						deleted = &d
-					}
 					m.putRef, m.putID = append(m.putRef, ref), append(m.putID, y.ID)
-					m.putCreated, m.putDeleted = append(m.putCreated, ms(y.CreatedAt)), append(m.putDeleted, deleted)
+					m.putCreated, m.putDeleted = append(m.putCreated, ms(y.CreatedAt)), append(m.putDeleted, msOrNil(y.DeletedAt))
 					m.putData = append(m.putData, encodeYap(y))
 				} else {
 					m.delRef, m.delID = append(m.delRef, ref), append(m.delID, id)
@@ -125,56 +197,33 @@ func collectMulti(rs []*prepReq) (*multiRows, bool) {
 	return m, true
 }
 
-// queueMulti queues rs's guards, then m's statements, on b.
-func queueMulti(b *pgx.Batch, rs []*prepReq, m *multiRows) {
-	for _, r := range rs {
-		queueGuard(b, r.p)
-	}
-	if len(m.updRef) > 0 {
-		b.Queue(multiSQL.update, m.updRef, m.updSeq, m.updN, m.updData)
-	}
-	if len(m.putRef) > 0 {
-		b.Queue(multiSQL.putYap, m.putRef, m.putID, m.putCreated, m.putDeleted, m.putData)
-	}
-	if len(m.delRef) > 0 {
-		b.Queue(multiSQL.deleteYap, m.delRef, m.delID)
-	}
-	if len(m.audRef) > 0 {
-		b.Queue(multiSQL.audit, m.audRef, m.audAt, m.audPerm, m.audRole, m.audAction, m.audYap, m.audDetail)
-	}
-}
-
-// readMulti reads the results of queueMulti: whether each write applied,
+// readMulti reads the result of multiSQL: whether each write applied,
 // and the seqs of each write's audit entries, in order.
 func readMulti(br pgx.BatchResults, rs []*prepReq, m *multiRows) ([]bool, [][]int64, error) {
-	applied := make([]bool, len(rs))
-	for i := range rs {
-		tag, err := br.Exec()
-		if err != nil {
-			return nil, nil, err
-		}
-		applied[i] = tag.RowsAffected() == 1
-	}
-	for _, n := range []int{len(m.updRef), len(m.putRef), len(m.delRef)} {
-		if n == 0 {
-			continue
-		}
-		if _, err := br.Exec(); err != nil {
-			return nil, nil, err
-		}
-	}
-	seqs := make([][]int64, len(rs))
-	if len(m.audRef) == 0 {
-		return applied, seqs, nil
-	}
 	rows, err := br.Query()
 	if err != nil {
 		return nil, nil, err
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	applied := make([]bool, len(rs))
+	var got []int64
+	var ref pgtype.Text
+	var seq pgtype.Int8
+	_, err = pgx.ForEachRow(rows, []any{&ref, &seq}, func() error {
+		if seq.Valid {
+			got = append(got, seq.Int64)
+			return nil
+		}
+		i := slices.IndexFunc(rs, func(r *prepReq) bool { return r.p.Expect.Ref == ref.String })
+		if !ref.Valid || i < 0 || applied[i] {
+			return fmt.Errorf("bunstore: the batch applied an unexpected list %q", ref.String)
+		}
+		applied[i] = true
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
+	seqs := make([][]int64, len(rs))
 	// The rows of applied writes, in batch order, drew ascending seqs.
 	slices.Sort(got)
 	next := 0

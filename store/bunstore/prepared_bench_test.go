@@ -1,0 +1,114 @@
+package bunstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yaps-dev/yaps/store/bunstore"
+	"github.com/yaps-dev/yaps/store/storetest"
+	"github.com/yaps-dev/yaps/yaps"
+)
+
+// BenchmarkPreparedCreates runs what the create-yap benchmark's writes
+// do to Postgres, without HTTP or the CRDT: 16 writers, each on a list
+// of its own, each write an update, a yap and an audit entry, group
+// committed (prepgroup.go). Besides the time per write it reports
+// pg-µs/op, the CPU of the machine's postgres processes per write (from
+// /proc, so only with a local Postgres; background work included).
+func BenchmarkPreparedCreates(b *testing.B) {
+	if os.Getenv(storetest.PostgresEnv) == "" {
+		b.Skipf("%s is not set", storetest.PostgresEnv)
+	}
+	s := openB(b, storetest.PostgresDSN(b))
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	const writers = 16
+	rows := make([]*yaps.List, writers)
+	for i := range rows {
+		ref, perm := fmt.Sprintf("bench%02d", i), fmt.Sprintf("perm%02d", i)
+		l := &yaps.List{Ref: ref, Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}
+		owner := &yaps.Permission{ID: perm, ListRef: ref, Role: yaps.RoleOwner, CreatedAt: now, CodeHash: yaps.HashSecret("code-" + perm)}
+		if err := s.CreateList(ctx, l, owner, []byte("u1"), nil); err != nil {
+			b.Fatal(err)
+		}
+		row, err := s.List(ctx, ref)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows[i] = row
+	}
+	update := make([]byte, 120)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := postgresCPU()
+	var wg sync.WaitGroup
+	for w := range writers {
+		n := b.N / writers
+		if w < b.N%writers {
+			n++
+		}
+		wg.Go(func() {
+			row := rows[w]
+			perm := fmt.Sprintf("perm%02d", w)
+			for i := range n {
+				next := row.Clone()
+				next.DocVersion++
+				next.UpdatedAt = now.Add(time.Duration(i) * time.Millisecond)
+				id := fmt.Sprintf("y%07d", i)
+				p := &yaps.PreparedWrite{Expect: row, PermissionID: perm, List: next, Ops: []yaps.PreparedOp{
+					{Update: update},
+					{PutYap: &yaps.Yap{ID: id, ListRef: row.Ref, Kind: yaps.KindTask, Content: "buy milk " + id, CreatedAt: now, UpdatedAt: now}},
+					{Audit: &yaps.AuditEntry{ListRef: row.Ref, At: now, PermissionID: perm, Role: yaps.RoleOwner, Action: "yap.create", YapID: id}},
+				}}
+				applied, err := s.WritePrepared(ctx, p)
+				if err != nil || !applied {
+					b.Errorf("write %d of list %d: applied %v, %v", i, w, applied, err)
+					return
+				}
+				row = next
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if cpu0 >= 0 {
+		b.ReportMetric(float64(postgresCPU()-cpu0)/float64(b.N)/1e3, "pg-µs/op")
+	}
+	b.ReportMetric(float64(bunstore.PreparedPipelines(s))/float64(b.N), "pipelines/op")
+}
+
+// postgresCPU is the CPU time, in ns, of the processes named postgres,
+// or -1 when /proc cannot tell.
+func postgresCPU() int64 {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return -1
+	}
+	var ticks int64
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || s[open+1:end] != "postgres" {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + k
+	}
+	return ticks * 1e7 // 100 ticks per second
+}
