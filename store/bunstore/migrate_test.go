@@ -140,3 +140,28 @@ func TestNewerDatabaseRefused(t *testing.T) {
 		require.ErrorContains(t, err, "migrated by a newer version of yaps (migration 29991231000000)")
 	})
 }
+
+// On a Postgres server built with lz4, the compacted state is compressed
+// with it (migration 20261129000008); a server without lz4 keeps pglz
+// and the migration still succeeds.
+func TestPostgresStateCompression(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	s, err := bunstore.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	ctx := context.Background()
+	want := "l"
+	if _, err := db.ExecContext(ctx, `CREATE TEMP TABLE lz4_probe (b bytea COMPRESSION lz4)`); err != nil {
+		require.ErrorContains(t, err, "lz4")
+		want = "" // the default method
+	}
+	var got string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT attcompression::text FROM pg_attribute
+		WHERE attrelid = 'lists'::regclass AND attname = 'state'`).Scan(&got))
+	require.Equal(t, want, got)
+}

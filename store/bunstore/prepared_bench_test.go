@@ -17,19 +17,26 @@ import (
 )
 
 // BenchmarkPreparedCreates runs what the create-yap benchmark's writes
-// do to Postgres, without HTTP or the CRDT: 16 writers, each on a list
-// of its own, each write an update, a yap and an audit entry, group
-// committed (prepgroup.go). Besides the time per write it reports
-// pg-µs/op, the CPU of the machine's postgres processes per write (from
-// /proc, so only with a local Postgres; background work included).
+// do to Postgres, without HTTP or the CRDT: 1, 4 or 16 writers (the
+// benchmark's 16 workers), each on a list of its own, each write an
+// update, a yap and an audit entry, group committed (prepgroup.go), so
+// the batches hold about as many writes as there are writers. Besides the
+// time per write it reports pg-µs/op, the CPU of the machine's postgres
+// processes per write (from /proc, so only with a local Postgres;
+// background work included), and pipelines/op.
 func BenchmarkPreparedCreates(b *testing.B) {
 	if os.Getenv(storetest.PostgresEnv) == "" {
 		b.Skipf("%s is not set", storetest.PostgresEnv)
 	}
+	for _, writers := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) { benchPreparedCreates(b, writers) })
+	}
+}
+
+func benchPreparedCreates(b *testing.B, writers int) {
 	s := openB(b, storetest.PostgresDSN(b))
 	ctx := context.Background()
 	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
-	const writers = 16
 	rows := make([]*yaps.List, writers)
 	for i := range rows {
 		ref, perm := fmt.Sprintf("bench%02d", i), fmt.Sprintf("perm%02d", i)

@@ -158,7 +158,7 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	br := c.SendBatch(context.Background(), b)
 	var applied []bool
 	var seqs [][]int64
-	_, err := br.Exec() // the lock timeout
+	_, err := br.Exec() // the settings
 	if err == nil {
 		_, err = br.Exec() // the locks
 	}

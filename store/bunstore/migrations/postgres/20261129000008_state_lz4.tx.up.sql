@@ -1,0 +1,11 @@
+-- Each compaction rewrites a list's whole state, which Postgres compresses
+-- with pglz by default: in the create-yap benchmark that compression was
+-- 11 % of Postgres's CPU. lz4 compresses several times faster, at a
+-- similar ratio for this data. A server built without lz4 keeps pglz.
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE lists ALTER COLUMN state SET COMPRESSION lz4';
+EXCEPTION WHEN feature_not_supported THEN
+    NULL;
+END
+$$;
