@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,10 @@ const (
 	hasLocation
 )
 
-func encodeYap(y *yaps.Yap) []byte {
+func encodeYap(y *yaps.Yap) []byte { return appendYap(nil, y) }
+
+// appendYap appends y's encoding to b.
+func appendYap(b []byte, y *yaps.Yap) []byte {
 	var flags uint64
 	set := func(ok bool, bit uint64) {
 		if ok {
@@ -80,7 +84,7 @@ func encodeYap(y *yaps.Yap) []byte {
 	for _, t := range y.Tags {
 		n += len(t) + 2
 	}
-	b := make([]byte, 0, n+64)
+	b = slices.Grow(b, n+64)
 	b = append(b, yapFormat)
 	b = binary.AppendUvarint(b, flags)
 	b = appendString(b, string(y.Kind))

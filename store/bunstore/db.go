@@ -62,6 +62,7 @@ type writer struct {
 	stmts  map[string]*sql.Stmt // prepared on conn
 	direct *direct              // conn's SQLite handle, nil if not modernc's (direct.go)
 	cache  writerCache          // see cache.go
+	args   writeArgs            // see writeargs.go
 }
 
 const (

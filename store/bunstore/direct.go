@@ -142,28 +142,85 @@ func (d *direct) exec(q string, args []any) (res sql.Result, ok bool, err error)
 	return directResult{d}, true, nil
 }
 
+// argKind is the kind of value an argument binds as.
+type argKind uint8
+
+const (
+	argOther argKind = iota // a type bind does not take
+	argNull
+	argInt
+	argFloat
+	argText
+	argBlob
+)
+
+// argOf returns what a binds as, reading through a pointer (writeArgs
+// passes its values by pointer, which boxes without allocating), as
+// database/sql's default converter does.
+func argOf(a any) (kind argKind, i int64, f float64, b []byte) {
+	switch v := a.(type) {
+	case nil:
+		return argNull, 0, 0, nil
+	case int64:
+		return argInt, v, 0, nil
+	case *int64:
+		return argInt, *v, 0, nil
+	case int:
+		return argInt, int64(v), 0, nil
+	case int32:
+		return argInt, int64(v), 0, nil
+	case bool:
+		return argInt, int64(libc.Bool32(v)), 0, nil
+	case float64:
+		return argFloat, 0, v, nil
+	case string:
+		return argText, 0, 0, stringBytes(v)
+	case *string:
+		return argText, 0, 0, stringBytes(*v)
+	case []byte:
+		if v == nil {
+			return argNull, 0, 0, nil // as the driver binds a nil blob
+		}
+		return argBlob, 0, 0, v
+	case *[]byte:
+		return argOf(*v)
+	case sql.NullInt64:
+		return nullInt(v)
+	case *sql.NullInt64:
+		return nullInt(*v)
+	case sql.NullString:
+		return nullText(v)
+	case *sql.NullString:
+		return nullText(*v)
+	}
+	return argOther, 0, 0, nil
+}
+
+func nullInt(v sql.NullInt64) (argKind, int64, float64, []byte) {
+	if !v.Valid {
+		return argNull, 0, 0, nil
+	}
+	return argInt, v.Int64, 0, nil
+}
+
+func nullText(v sql.NullString) (argKind, int64, float64, []byte) {
+	if !v.Valid {
+		return argNull, 0, 0, nil
+	}
+	return argText, 0, 0, stringBytes(v.String)
+}
+
 // argBytes returns how many bytes of C memory args' texts and blobs need,
 // or false if an argument has a type bind does not take, or is longer
 // than SQLite's bind calls take (an int).
 func argBytes(args []any) (int, bool) {
 	n := 0
 	for _, a := range args {
-		size := 0
-		switch v := a.(type) {
-		case nil, int64, int, int32, bool, float64, sql.NullInt64:
-		case string:
-			size = len(v)
-		case []byte:
-			size = len(v)
-		case sql.NullString:
-			size = len(v.String)
-		default:
+		kind, _, _, b := argOf(a)
+		if kind == argOther || len(b) > math.MaxInt32 {
 			return 0, false
 		}
-		if size > math.MaxInt32 {
-			return 0, false
-		}
-		n += size
+		n += len(b)
 	}
 	return n, true
 }
@@ -268,39 +325,17 @@ func (d *direct) bind(st *directStmt, args []any) error {
 	for i, k := range st.arg {
 		idx := int32(i + 1)
 		var rc int32
-		switch v := args[k].(type) {
-		case nil:
+		switch kind, n, f, b := argOf(args[k]); kind {
+		case argNull:
 			rc = sqlite3.Xsqlite3_bind_null(d.tls, st.p, idx)
-		case int64:
-			rc = sqlite3.Xsqlite3_bind_int64(d.tls, st.p, idx, v)
-		case int:
-			rc = sqlite3.Xsqlite3_bind_int64(d.tls, st.p, idx, int64(v))
-		case int32:
-			rc = sqlite3.Xsqlite3_bind_int64(d.tls, st.p, idx, int64(v))
-		case bool:
-			rc = sqlite3.Xsqlite3_bind_int64(d.tls, st.p, idx, int64(libc.Bool32(v)))
-		case float64:
-			rc = sqlite3.Xsqlite3_bind_double(d.tls, st.p, idx, v)
-		case sql.NullInt64:
-			if v.Valid {
-				rc = sqlite3.Xsqlite3_bind_int64(d.tls, st.p, idx, v.Int64)
-			} else {
-				rc = sqlite3.Xsqlite3_bind_null(d.tls, st.p, idx)
-			}
-		case sql.NullString:
-			if v.Valid {
-				rc = sqlite3.Xsqlite3_bind_text(d.tls, st.p, idx, put(stringBytes(v.String)), int32(len(v.String)), 0)
-			} else {
-				rc = sqlite3.Xsqlite3_bind_null(d.tls, st.p, idx)
-			}
-		case string:
-			rc = sqlite3.Xsqlite3_bind_text(d.tls, st.p, idx, put(stringBytes(v)), int32(len(v)), 0)
-		case []byte:
-			if v != nil {
-				rc = sqlite3.Xsqlite3_bind_blob(d.tls, st.p, idx, put(v), int32(len(v)), 0)
-			} else {
-				rc = sqlite3.Xsqlite3_bind_null(d.tls, st.p, idx) // as the driver binds a nil blob
-			}
+		case argInt:
+			rc = sqlite3.Xsqlite3_bind_int64(d.tls, st.p, idx, n)
+		case argFloat:
+			rc = sqlite3.Xsqlite3_bind_double(d.tls, st.p, idx, f)
+		case argText:
+			rc = sqlite3.Xsqlite3_bind_text(d.tls, st.p, idx, put(b), int32(len(b)), 0)
+		case argBlob:
+			rc = sqlite3.Xsqlite3_bind_blob(d.tls, st.p, idx, put(b), int32(len(b)), 0)
 		}
 		if short {
 			return fmt.Errorf("bunstore: direct statement: argument buffer too small")

@@ -76,6 +76,15 @@ func TestDirectBindsAsTheDriver(t *testing.T) {
 		{"blob", []byte{0, 1, 0xff}, "blob X'0001FF'"},
 		{"empty blob", []byte{}, "blob X''"},
 		{"nil blob", []byte(nil), "null NULL"},
+		// Through a pointer, as writeArgs passes them.
+		{"*int64", ptr(int64(1) << 40), "integer 1099511627776"},
+		{"*string", ptr("héllo"), "text 'héllo'"},
+		{"*blob", ptr([]byte{7}), "blob X'07'"},
+		{"*nil blob", ptr([]byte(nil)), "null NULL"},
+		{"*valid NullInt64", ptr(sql.NullInt64{Int64: -3, Valid: true}), "integer -3"},
+		{"*null NullInt64", ptr(sql.NullInt64{}), "null NULL"},
+		{"*valid NullString", ptr(sql.NullString{String: "y", Valid: true}), "text 'y'"},
+		{"*null NullString", ptr(sql.NullString{}), "null NULL"},
 	}
 	for _, tt := range tests {
 		_, ok, err := d.exec(insert, []any{"direct " + tt.name, tt.v})
@@ -91,6 +100,8 @@ func TestDirectBindsAsTheDriver(t *testing.T) {
 	require.NoError(t, c.QueryRowContext(ctx, `SELECT length(CAST(v AS BLOB)) FROM t WHERE k = 'direct string with NUL'`).Scan(&n))
 	require.Equal(t, 3, n)
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // The result carries the rows changed and the last rowid; RETURNING runs
 // to its end; a failed statement reports SQLite's code and can run again.
@@ -281,4 +292,50 @@ func TestDirectRandomArguments(t *testing.T) {
 		require.Equal(t, typ2+" "+hex2, typ1+" "+hex1, "argument %d (%d bytes)", i, len(b))
 		require.Equal(t, len(b)*2, len(hex1))
 	}
+}
+
+// Without the direct path (another driver), the writer's statements take
+// writeArgs' pointers through database/sql, which reads through them: an
+// edit's yap row, update row and list row are stored the same way.
+func TestWriterArgsWithoutDirect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "yaps.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	require.NoError(t, s.CreateList(ctx, &yaps.List{Ref: "l", Title: "t", Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}, nil, []byte("u0"), nil))
+	s.writeMu.Lock()
+	require.NotNil(t, s.writer)
+	s.writer.direct.close()
+	s.writer.direct = nil
+	s.writeMu.Unlock()
+
+	archived := now.Add(time.Minute)
+	y := &yaps.Yap{ID: "y", ListRef: "l", Kind: yaps.KindNote, Content: "héllo", CreatedAt: now, UpdatedAt: now}
+	for _, content := range []string{"héllo", "héllo, world"} { // the second rewrites the row's data only
+		y.Content = content
+		require.NoError(t, s.Update(ctx, "l", func(tx yaps.Tx) error {
+			if _, err := tx.AppendUpdate([]byte("u-" + content)); err != nil {
+				return err
+			}
+			l := tx.List().Clone()
+			l.Title, l.ArchivedAt = content, &archived
+			if err := tx.SaveList(l); err != nil {
+				return err
+			}
+			return tx.PutYap(y)
+		}))
+	}
+	got, err := s.Yap(ctx, "l", "y")
+	require.NoError(t, err)
+	require.Equal(t, "héllo, world", got.Content)
+	l, err := s.List(ctx, "l")
+	require.NoError(t, err)
+	require.Equal(t, "héllo, world", l.Title)
+	require.Equal(t, archived, *l.ArchivedAt)
+	require.Equal(t, int64(3), l.DocVersion)
+	log, err := s.Doc(ctx, "l", 1)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("u-héllo"), []byte("u-héllo, world")}, log.Updates)
 }
