@@ -127,12 +127,17 @@ func storedList(l *yaps.List, createdAt yaps.List, docVersion int64) yaps.List {
 // checkVersion drops the cache when another connection committed since
 // this one last looked. It runs inside the write transaction.
 func (w *writer) checkVersion() error {
-	st, err := w.stmt(sqlDataVersion)
-	if err != nil {
-		return err
+	v, ok, err := int64(0), false, error(nil)
+	if w.direct != nil {
+		v, ok, err = w.direct.queryInt(sqlDataVersion)
 	}
-	var v int64
-	if err := st.QueryRowContext(noCancel).Scan(&v); err != nil {
+	if !ok {
+		var st *sql.Stmt
+		if st, err = w.stmt(sqlDataVersion); err == nil {
+			err = st.QueryRowContext(noCancel).Scan(&v)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	if v != w.cache.version {

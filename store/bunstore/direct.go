@@ -142,6 +142,34 @@ func (d *direct) exec(q string, args []any) (res sql.Result, ok bool, err error)
 	return directResult{d}, true, nil
 }
 
+// queryInt runs q, a query without arguments whose first row's first
+// column is an integer (PRAGMA data_version), and returns that value. ok
+// is false when q is not for this path; nothing ran then.
+func (d *direct) queryInt(q string) (v int64, ok bool, err error) {
+	st, err := d.stmt(q)
+	if err != nil {
+		return 0, true, err
+	}
+	if st == nil || len(st.arg) != 0 {
+		return 0, false, nil
+	}
+	defer sqlite3.Xsqlite3_reset(d.tls, st.p)
+	rc := sqlite3.Xsqlite3_step(d.tls, st.p)
+	if rc == sqlite3.SQLITE_DONE {
+		return 0, true, sql.ErrNoRows
+	}
+	if rc == sqlite3.SQLITE_ROW {
+		v = sqlite3.Xsqlite3_column_int64(d.tls, st.p, 0)
+	}
+	for rc == sqlite3.SQLITE_ROW {
+		rc = sqlite3.Xsqlite3_step(d.tls, st.p)
+	}
+	if rc != sqlite3.SQLITE_DONE {
+		return 0, true, d.error(rc)
+	}
+	return v, true, nil
+}
+
 // argKind is the kind of value an argument binds as.
 type argKind uint8
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/yaps-dev/yaps/yaps"
 )
@@ -338,4 +339,39 @@ func TestWriterArgsWithoutDirect(t *testing.T) {
 	log, err := s.Doc(ctx, "l", 1)
 	require.NoError(t, err)
 	require.Equal(t, [][]byte{[]byte("u-héllo"), []byte("u-héllo, world")}, log.Updates)
+}
+
+// queryInt reads the first column of a query's first row as database/sql
+// does, declines a query with arguments, and reports no rows and errors.
+func TestDirectQueryInt(t *testing.T) {
+	t.Parallel()
+	d, c := directConn(t)
+	ctx := context.Background()
+	_, err := c.ExecContext(ctx, `INSERT INTO t (k, v) VALUES ('a', 1), ('b', 2), ('c', 3)`)
+	require.NoError(t, err)
+	for _, q := range []string{`PRAGMA data_version`, `SELECT count(*) FROM t`, `SELECT sum(v) FROM t`, `SELECT v FROM t ORDER BY v DESC`} {
+		got, ok, err := d.queryInt(q)
+		require.True(t, ok, q)
+		require.NoError(t, err, q)
+		var want int64
+		require.NoError(t, c.QueryRowContext(ctx, q).Scan(&want), q)
+		require.Equal(t, want, got, q)
+	}
+	_, ok, err := d.queryInt(`SELECT v FROM t WHERE k = ?`)
+	require.False(t, ok)
+	require.NoError(t, err)
+	_, ok, err = d.queryInt(`SELECT v FROM t WHERE k = 'none'`)
+	require.True(t, ok)
+	require.ErrorIs(t, err, sql.ErrNoRows)
+	_, ok, err = d.queryInt(`SELECT nothing FROM t`)
+	require.True(t, ok)
+	require.Error(t, err)
+	// Each call runs its statement to the end and resets it: one left
+	// mid-rows would hold a read transaction open.
+	const q = `SELECT v FROM t ORDER BY v`
+	got, ok, err := d.queryInt(q)
+	require.True(t, ok)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got)
+	require.Zero(t, sqlite3.Xsqlite3_stmt_busy(d.tls, d.stmts[q].p))
 }
