@@ -2,7 +2,7 @@ package yjs
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // ApplyUpdate applies a v1 update. Updates may arrive out of order or more
@@ -360,7 +360,7 @@ func (d *Doc) integrateStructs(tx *Transaction, blocks []*clientRefs) *pendingSt
 			ids = append(ids, b.client)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	slices.Sort(ids)
 
 	nextTarget := func() *clientRefs {
 		for len(ids) > 0 {
@@ -496,7 +496,8 @@ func (d *Doc) integrateStructs(tx *Transaction, blocks []*clientRefs) *pendingSt
 func (d *Doc) applyDeleteSet(tx *Transaction, ds *deleteSet) []byte {
 	var unapplied deleteSet
 	store := &d.store
-	for _, cd := range ds.sorted() {
+	var buf [4]clientDels // an update's few clients, on the stack
+	for _, cd := range ds.sorted(buf[:0]) {
 		client := cd.client
 		cs := store.clients[client]
 		state := store.getState(client)

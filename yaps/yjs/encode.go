@@ -1,9 +1,10 @@
 package yjs
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
-	"sort"
+	"slices"
 )
 
 // writeItem encodes one struct starting at offset (Yjs Item.write / GC.write).
@@ -153,13 +154,14 @@ func runsSizeHint(runs []run) int {
 
 // writeTouchedStructs writes the structs a transaction added.
 func (d *Doc) writeTouchedStructs(e *encoder, tx *Transaction) {
-	var runs []run
+	var buf [8]run // a transaction's few clients, on the stack
+	runs := buf[:0]
 	for i, b := range tx.touched {
 		if tx.afterState[i].clock > b.clock {
 			runs = append(runs, run{d.store.clients[b.client], b.clock})
 		}
 	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].cs.client > runs[j].cs.client })
+	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(b.cs.client, a.cs.client) })
 	if e.buf == nil {
 		// A transaction's few new structs: size the buffer once instead of
 		// growing it from nothing.

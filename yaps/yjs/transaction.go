@@ -1,7 +1,9 @@
 package yjs
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -59,8 +61,9 @@ func (ds *deleteSet) empty() bool { return len(ds.clients) == 0 }
 func (ds *deleteSet) sortAndMerge() {
 	for ci := range ds.clients {
 		dels := ds.clients[ci].dels
-		if len(dels) > 1 && !sort.SliceIsSorted(dels, func(i, j int) bool { return dels[i].clock < dels[j].clock }) {
-			sort.SliceStable(dels, func(i, j int) bool { return dels[i].clock < dels[j].clock })
+		byClock := func(a, b delRange) int { return cmp.Compare(a.clock, b.clock) }
+		if len(dels) > 1 && !slices.IsSortedFunc(dels, byClock) {
+			slices.SortStableFunc(dels, byClock)
 		}
 		j := 1
 		for i := 1; i < len(dels); i++ {
@@ -102,19 +105,19 @@ func sortedClients[V any](m map[uint64]V) []uint64 {
 		keys = append(keys, k)
 	}
 	// Yjs writes clients in descending order
-	sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] })
+	slices.SortFunc(keys, func(a, b uint64) int { return cmp.Compare(b, a) })
 	return keys
 }
 
-// sorted returns the clients in descending order (the order Yjs writes).
-func (ds *deleteSet) sorted() []clientDels {
-	out := make([]clientDels, 0, len(ds.clients))
+// sorted appends the clients with ranges to out, in descending order (the
+// order Yjs writes), and returns it.
+func (ds *deleteSet) sorted(out []clientDels) []clientDels {
 	for _, cd := range ds.clients {
 		if len(cd.dels) > 0 {
 			out = append(out, cd)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].client > out[j].client })
+	slices.SortFunc(out, func(a, b clientDels) int { return cmp.Compare(b.client, a.client) })
 	return out
 }
 
@@ -129,7 +132,8 @@ func (ds *deleteSet) sizeHint() int {
 }
 
 func (ds *deleteSet) write(e *encoder) {
-	list := ds.sorted()
+	var buf [4]clientDels // a transaction's few clients, on the stack
+	list := ds.sorted(buf[:0])
 	e.writeVarUint(uint64(len(list)))
 	for _, cd := range list {
 		e.writeVarUint(cd.client)
