@@ -314,10 +314,10 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 	w.txs.reset(!allowed(a.Permission, opWriteOther, ""), ym)
 	changed := w.txs.changed
 	ymKeys := w.txs.ymKeys // changed keys of the root map "yaps"
-	if w.observe == nil {
-		w.observe = w.observeClientTx
+	if w.observer == nil {
+		w.observer = yjs.NewScopedObserver(w.observeClientTx)
 	}
-	unA := d.OnAfterTransactionScoped(w.observe)
+	d.Attach(w.observer)
 	wasDirty := w.dirty // an earlier update of a batch may have changed d
 	w.dirty = true
 	var clock0 uint64
@@ -339,7 +339,7 @@ func (w *writeOp) applyClientUpdate(u *yjs.Update, origin any, foreign map[uint6
 	// otherwise cost a reload of the document.
 	pendS, pendD := d.Pending()
 	applied, err := d.ApplyWhole(u, origin)
-	unA()
+	d.Detach(w.observer)
 	if err != nil {
 		return 0, Errorf(EINVALID, "the document update is malformed")
 	}

@@ -3,7 +3,6 @@ package yaps
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"time"
 
@@ -39,9 +38,10 @@ type writeOp struct {
 	scratchValid map[string]*Yap
 	// What the transactions of the client update being applied did (its
 	// maps reused by the next update of a batch), and the observer that
-	// records it (observeClientTx, bound once).
-	txs     clientTxs
-	observe func(*yjs.Transaction)
+	// records it (observeClientTx, made once per write and attached to
+	// the document around each update).
+	txs      clientTxs
+	observer *yjs.ScopedObserver
 	// batch is set when one write applies several clients' updates
 	// (ApplyUpdates): each update is validated against the yaps and list
 	// fields as the earlier ones left them, so compensating one client's
@@ -252,7 +252,7 @@ func (s *Service) reloadIn(dt DocTx, e *docEntry, version int64) error {
 
 // pending holds what finish applies to the cache after the commit.
 type pendingView struct {
-	seqs []int64
+	last int64 // the seq of the last of w.updates (those before: last-1, last-2...)
 	view map[string]*Yap
 	list listFields
 }
@@ -263,14 +263,11 @@ func (w *writeOp) commit() error {
 	if err := w.checkLimits(); err != nil {
 		return err
 	}
-	var seqs []int64
+	var last int64 // the seq of the last update
 	if len(w.updates) > 0 {
-		last, err := w.tx.AppendUpdates(w.updates)
-		if err != nil {
+		var err error
+		if last, err = w.tx.AppendUpdates(w.updates); err != nil {
 			return err
-		}
-		for i := range w.updates {
-			seqs = append(seqs, last-int64(len(w.updates)-1-i))
 		}
 	}
 	// The view is updated in place: if the transaction fails after this,
@@ -292,7 +289,13 @@ func (w *writeOp) commit() error {
 			}
 		}
 		ym := w.doc.GetMap(rootYaps)
-		for _, id := range slices.Sorted(maps.Keys(ids)) {
+		var idBuf [8]string // a batch touches few yaps: sorted on the stack
+		sorted := idBuf[:0]
+		for id := range ids {
+			sorted = append(sorted, id)
+		}
+		slices.Sort(sorted)
+		for _, id := range sorted {
 			y := w.valid[id]
 			if v, ok := ym.Get(id); ok && y == nil {
 				if yy, err := readYap(e.ref, id, v); err == nil && ValidateYap(yy) == nil {
@@ -328,12 +331,12 @@ func (w *writeOp) commit() error {
 	if lf.Title != e.list.Title || lf.Kind != e.list.Kind || !sameTime(lf.ArchivedAt, e.list.ArchivedAt) {
 		w.listEvent = true
 	}
-	if len(seqs) > 0 || w.listRow {
+	if len(w.updates) > 0 || w.listRow {
 		l := w.list
 		l.Title, l.Kind, l.ArchivedAt = lf.Title, lf.Kind, lf.ArchivedAt
 		l.UpdatedAt = s.now()
-		if len(seqs) > 0 {
-			l.DocVersion = seqs[len(seqs)-1]
+		if len(w.updates) > 0 {
+			l.DocVersion = last
 		}
 		if err := w.tx.SaveList(&l); err != nil {
 			return err
@@ -345,23 +348,23 @@ func (w *writeOp) commit() error {
 			return err
 		}
 	}
-	w.pending = pendingView{seqs: seqs, view: view, list: lf}
+	w.pending = pendingView{last: last, view: view, list: lf}
 	return nil
 }
 
 // finish updates the cache and emits events after the commit.
 func (w *writeOp) finish() {
 	e, p := w.e, w.pending
-	if len(p.seqs) > 0 {
-		e.seq = p.seqs[len(p.seqs)-1]
-		e.sinceState += int64(len(p.seqs))
+	if len(w.updates) > 0 {
+		e.seq = p.last
+		e.sinceState += int64(len(w.updates))
 		for _, u := range w.updates {
 			e.sinceBytes += int64(len(u))
 		}
 	}
 	e.view, e.list = p.view, p.list
 	e.row = w.list.Clone()
-	if len(p.seqs) > 0 || w.listRow {
+	if len(w.updates) > 0 || w.listRow {
 		w.s.auth.listWritten(&w.list)
 	}
 	if len(w.auditKeys) > 0 {
@@ -380,7 +383,7 @@ func (w *writeOp) finish() {
 		}
 	}
 	for i, u := range w.updates {
-		w.s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: p.seqs[i], Update: u, Origin: w.origins[i], More: i < len(w.updates)-1})
+		w.s.emit(Event{Kind: EventDocUpdate, ListRef: e.ref, Seq: p.last - int64(len(w.updates)-1-i), Update: u, Origin: w.origins[i], More: i < len(w.updates)-1})
 	}
 	if w.listRow || w.listEvent {
 		w.s.emit(Event{Kind: EventListChanged, ListRef: e.ref})
@@ -388,7 +391,7 @@ func (w *writeOp) finish() {
 	// Other processes: the document notice makes them catch up (and see
 	// title, kind or archive changes in the document); a list row change
 	// outside the document needs its own notice.
-	if len(p.seqs) > 0 {
+	if len(w.updates) > 0 {
 		w.s.notify(Notice{Kind: NoticeDoc, ListRef: e.ref, Seq: e.seq})
 	}
 	if w.listRow {

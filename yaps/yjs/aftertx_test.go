@@ -48,3 +48,39 @@ func TestOnAfterTransactionScoped(t *testing.T) { // not parallel: AllocsPerRun
 	require.Equal(t, want, got)
 	require.Less(t, scopedAllocs, unscopedAllocs)
 }
+
+// A ScopedObserver sees the transactions of the documents it is attached
+// to, and only while attached, in the order of registration; attaching
+// and detaching it around each transaction allocates nothing.
+func TestScopedObserver(t *testing.T) { // not parallel: AllocsPerRun
+	d := yjs.NewDoc(yjs.WithClientID(1))
+	m := d.GetMap("m")
+	var order []string
+	first := d.OnAfterTransactionScoped(func(*yjs.Transaction) { order = append(order, "first") })
+	a := yjs.NewScopedObserver(func(*yjs.Transaction) { order = append(order, "a") })
+	b := yjs.NewScopedObserver(func(*yjs.Transaction) { order = append(order, "b") })
+
+	m.Set("k", 1)
+	d.Attach(a)
+	m.Set("k", 2)
+	d.Attach(b)
+	m.Set("k", 3)
+	d.Detach(a) // not the last attached
+	m.Set("k", 4)
+	d.Detach(b)
+	d.Detach(b) // no longer attached: nothing
+	m.Set("k", 5)
+	first()
+	require.Equal(t, []string{"first", "first", "a", "first", "a", "b", "first", "b", "first"}, order)
+
+	order = order[:0]
+	allocs := testing.AllocsPerRun(100, func() {
+		d.Attach(a)
+		d.Detach(a)
+	})
+	require.Zero(t, allocs)
+	d.Attach(a)
+	m.Set("k", 6)
+	d.Detach(a)
+	require.Equal(t, []string{"a"}, order)
+}

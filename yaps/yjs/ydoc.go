@@ -231,6 +231,43 @@ func (d *Doc) OnAfterTransactionScoped(fn func(tx *Transaction)) (unsubscribe fu
 	return d.onAfterTransaction(&afterTxObserver{fn: fn, scoped: true})
 }
 
+// ScopedObserver is an OnAfterTransactionScoped observer that its owner
+// keeps and attaches around its own transactions (Attach, Detach), for a
+// caller that observes every update it applies: registering it that way
+// allocates nothing.
+type ScopedObserver struct{ o afterTxObserver }
+
+// NewScopedObserver returns an observer that calls fn after each
+// transaction of the documents it is attached to, under the terms of
+// OnAfterTransactionScoped.
+func NewScopedObserver(fn func(tx *Transaction)) *ScopedObserver {
+	return &ScopedObserver{afterTxObserver{fn: fn, scoped: true}}
+}
+
+// Attach registers o on d, after the observers registered before. o must
+// not be attached to d already. Attach and Detach must not be called
+// while a transaction of d runs (from an observer).
+func (d *Doc) Attach(o *ScopedObserver) { d.afterTxObservers = append(d.afterTxObservers, &o.o) }
+
+// Detach unregisters o from d, if attached. Detaching the observer
+// attached last, the usual case, reuses the list's memory for the next
+// Attach.
+func (d *Doc) Detach(o *ScopedObserver) {
+	obs := d.afterTxObservers
+	for i, x := range obs {
+		if x != &o.o {
+			continue
+		}
+		if i == len(obs)-1 {
+			obs[i] = nil
+			d.afterTxObservers = obs[:i]
+		} else {
+			d.afterTxObservers = append(obs[:i:i], obs[i+1:]...)
+		}
+		return
+	}
+}
+
 func (d *Doc) onAfterTransaction(o *afterTxObserver) (unsubscribe func()) {
 	d.afterTxObservers = append(d.afterTxObservers, o)
 	return func() {
