@@ -127,7 +127,11 @@ func storedList(l *yaps.List, createdAt yaps.List, docVersion int64) yaps.List {
 // checkVersion drops the cache when another connection committed since
 // this one last looked. It runs inside the write transaction.
 func (w *writer) checkVersion() error {
-	v, ok, err := int64(0), false, error(nil)
+	var (
+		v   int64
+		ok  bool // read on the handle (direct.go)
+		err error
+	)
 	if w.direct != nil {
 		v, ok, err = w.direct.queryInt(sqlDataVersion)
 	}

@@ -124,8 +124,8 @@ const settingsSQL = `SELECT set_config('lock_timeout', '` + pipelineLockTimeout 
 
 const pipelineLockTimeout = "100ms"
 
-// queueLocks queues the lock of rs's list rows on b, after the lock
-// timeout: the first two statements of every pipeline.
+// queueLocks queues the lock of rs's list rows on b, after the settings:
+// the first two statements of every pipeline.
 func queueLocks(b *pgx.Batch, rs []*prepReq) {
 	refs := make([]string, len(rs))
 	for i, r := range rs {

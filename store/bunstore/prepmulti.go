@@ -15,7 +15,7 @@ import (
 // every op as a statement of its own: four per created yap, plus the
 // write's guard. Postgres pays a fixed cost per statement (bind, portal,
 // executor start-up and shutdown, a plan lookup), which was most of its
-// CPU per create. So after the two lock statements (prepared.go) a batch
+// CPU per create. So after the settings and the lock (prepared.go) a batch
 // is one statement: its writes' guards as one UPDATE of the list rows
 // (each row checked against its own expected values and permission), and
 // the rows of all its ops as arrays, unnested, each written only if its
