@@ -142,8 +142,8 @@ func TestNewerDatabaseRefused(t *testing.T) {
 }
 
 // On a Postgres server built with lz4, the compacted state is compressed
-// with it (migration 20261129000008); a server without lz4 keeps pglz
-// and the migration still succeeds.
+// with it (migration 20261129000008); a server without lz4, or older than
+// Postgres 14, keeps pglz and the migration still succeeds.
 func TestPostgresStateCompression(t *testing.T) {
 	t.Parallel()
 	dsn := storetest.PostgresDSN(t)
@@ -155,6 +155,11 @@ func TestPostgresStateCompression(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	ctx := context.Background()
+	var version int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version))
+	if version < 140000 {
+		return // no per-column compression: opening above is the test
+	}
 	want := "l"
 	if _, err := db.ExecContext(ctx, `CREATE TEMP TABLE lz4_probe (b bytea COMPRESSION lz4)`); err != nil {
 		require.ErrorContains(t, err, "lz4")
