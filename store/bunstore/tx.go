@@ -69,13 +69,7 @@ func (s *Store) update(ctx context.Context, listRef string, fn func(tx yaps.Tx) 
 				delete(cache.lists, listRef)
 				saved = storedList(t.saved, t.start, t.lastSeq)
 			}
-			var args []any
-			if w := sqlTx.w; w != nil {
-				args = w.args.saveListArgs(t.saved, t.lastSeq)
-			} else {
-				args = saveListArgs(t.saved, t.lastSeq)
-			}
-			_, err = s.exec(ctx, sqlTx, s.q.saveList, args...)
+			_, err = s.exec(ctx, sqlTx, s.q.saveList, sqlTx.args().saveListArgs(t.saved, t.lastSeq)...)
 		case t.lastSeq != t.start.DocVersion:
 			if cache != nil {
 				delete(cache.lists, listRef)
@@ -185,12 +179,7 @@ func (t *tx) AppendUpdates(updates [][]byte) (int64, error) {
 	}
 	n := int64(len(updates))
 	last := t.lastSeq + n
-	var args []any
-	if w := t.tx.w; w != nil {
-		args = w.args.updateArgs(t.start.Ref, last, n, data)
-	} else {
-		args = []any{t.start.Ref, last, n, data}
-	}
+	args := t.tx.args().updateArgs(t.start.Ref, last, n, data)
 	if err := t.s.insertOnce(t.ctx, t.tx, "document update", t.q.insertUpdate, args...); err != nil {
 		return 0, err
 	}
@@ -202,12 +191,12 @@ func (t *tx) PutYap(y *yaps.Yap) error {
 	if t.done {
 		return errDone
 	}
+	args := t.tx.args().yapArgs(t.start.Ref, y)
 	w := t.tx.w
 	if w == nil {
-		_, err := t.s.exec(t.ctx, t.tx, t.q.putYap, yapArgs(t.start.Ref, y)...)
+		_, err := t.s.exec(t.ctx, t.tx, t.q.putYap, args...)
 		return wrap(err, "put yap")
 	}
-	args := w.args.yapArgs(t.start.Ref, y)
 	// On the SQLite writer, a row this connection last wrote with the same
 	// times (the usual edit) gets its data rewritten only. The hint may be
 	// stale (a write rolled back to its savepoint): the UPDATE then

@@ -14,7 +14,8 @@ import (
 // to the fields here, set for each call. A statement reads them during
 // its call only (direct.bind copies them into C memory, database/sql
 // converts them through the pointers), and the writer runs one statement
-// at a time, so each statement can reuse its own.
+// at a time, so each statement can reuse its own. Off the writer (nil
+// *writeArgs, see wtx.args) the methods box the arguments as usual.
 type writeArgs struct {
 	yap struct {
 		ref, id string
@@ -39,8 +40,19 @@ type writeArgs struct {
 	}
 }
 
+// args returns the writer's writeArgs, or nil off the SQLite writer.
+func (t *wtx) args() *writeArgs {
+	if t.w == nil {
+		return nil
+	}
+	return &t.w.args
+}
+
 // yapArgs are yapArgs(ref, y) (codec.go), through a.
 func (a *writeArgs) yapArgs(ref string, y *yaps.Yap) []any {
+	if a == nil {
+		return yapArgs(ref, y)
+	}
 	r := &a.yap
 	r.ref, r.id, r.created, r.deleted = ref, y.ID, ms(y.CreatedAt), msPtr(y.DeletedAt)
 	r.data = appendYap(r.data[:0], y)
@@ -50,6 +62,9 @@ func (a *writeArgs) yapArgs(ref string, y *yaps.Yap) []any {
 
 // updateArgs are insertUpdate's arguments, through a.
 func (a *writeArgs) updateArgs(ref string, seq, n int64, data []byte) []any {
+	if a == nil {
+		return []any{ref, seq, n, data}
+	}
 	r := &a.update
 	r.ref, r.seq, r.n, r.data = ref, seq, n, data
 	r.args = [...]any{&r.ref, &r.seq, &r.n, &r.data}
@@ -58,6 +73,9 @@ func (a *writeArgs) updateArgs(ref string, seq, n int64, data []byte) []any {
 
 // saveListArgs are saveListArgs(l, docVersion) (codec.go), through a.
 func (a *writeArgs) saveListArgs(l *yaps.List, docVersion int64) []any {
+	if a == nil {
+		return saveListArgs(l, docVersion)
+	}
 	r := &a.list
 	r.ref, r.title, r.kind, r.updated = l.Ref, l.Title, string(l.Kind), ms(l.UpdatedAt)
 	r.archived, r.rolledUp, r.account, r.docVersion = msPtr(l.ArchivedAt), msPtr(l.RolledUpAt), nullString(l.AccountID), docVersion

@@ -59,9 +59,9 @@ func (ds *deleteSet) empty() bool { return len(ds.clients) == 0 }
 
 // sortAndMerge sorts ranges and joins overlapping or adjacent ones.
 func (ds *deleteSet) sortAndMerge() {
+	byClock := func(a, b delRange) int { return cmp.Compare(a.clock, b.clock) }
 	for ci := range ds.clients {
 		dels := ds.clients[ci].dels
-		byClock := func(a, b delRange) int { return cmp.Compare(a.clock, b.clock) }
 		if len(dels) > 1 && !slices.IsSortedFunc(dels, byClock) {
 			slices.SortStableFunc(dels, byClock)
 		}
