@@ -149,7 +149,8 @@ func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq) error {
 	m, multi := collectMulti(rs)
 	if multi {
 		s.prepGroup.multiRow.Add(1)
-		b.Queue(multiSQL, m.args()...)
+		q, args := m.statement()
+		b.Queue(q, args...)
 	} else {
 		for _, r := range rs {
 			queuePrepared(b, r.p)

@@ -2,7 +2,10 @@ package bunstore
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,9 +112,10 @@ type multiRows struct {
 	auditWrite                          []int // the write of each audit row
 }
 
-// args are the arguments of multiSQL.
-func (m *multiRows) args() []any {
-	return []any{
+// statement returns the batch's statement and its arguments: multiSQL,
+// or multiSQLNoDeletes when the batch deletes no yap.
+func (m *multiRows) statement() (string, []any) {
+	args := []any{
 		m.ref, m.title, m.kind, m.updatedAt, m.archivedAt, m.rolledUpAt, m.accountID, m.docVersion,
 		m.xTitle, m.xKind, m.xCreatedAt, m.xUpdatedAt, m.xArchivedAt, m.xRolledUpAt, m.xAccountID, m.xDocVersion, m.perm,
 		m.updRef, m.updSeq, m.updN, m.updData,
@@ -119,7 +123,31 @@ func (m *multiRows) args() []any {
 		m.delRef, m.delID,
 		m.audRef, m.audAt, m.audPerm, m.audRole, m.audAction, m.audYap, m.audDetail,
 	}
+	if len(m.delRef) == 0 {
+		return multiSQLNoDeletes, slices.Delete(args, deleteParams-1, deleteParams+1)
+	}
+	return multiSQL, args
 }
+
+// multiSQLNoDeletes is multiSQL without its deletes (dy), for the batches
+// that have none (most: creating and editing yaps). Postgres sets up every
+// part of a statement on each run, used or not: for dy, the yaps table
+// and its indexes, the unnest and its join. The parameters after dy's
+// two move down by two.
+var multiSQLNoDeletes = func() string {
+	start, end := strings.Index(multiSQL, "), dy AS ("), strings.Index(multiSQL, "), au AS (")
+	if start < 0 || end < start || !strings.Contains(multiSQL[start:end], fmt.Sprintf("$%d::text[], $%d::text[]", deleteParams, deleteParams+1)) {
+		panic("bunstore: multiSQL's deletes not found")
+	}
+	rest := regexp.MustCompile(`\$(\d+)`).ReplaceAllStringFunc(multiSQL[end:], func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		return "$" + strconv.Itoa(n-2)
+	})
+	return multiSQL[:start] + rest
+}()
+
+// deleteParams is the number of dy's first parameter in multiSQL.
+const deleteParams = 27
 
 // addGuard adds the guard of p: its new list row and the row it expects.
 func (m *multiRows) addGuard(p *yaps.PreparedWrite) {
