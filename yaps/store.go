@@ -205,12 +205,18 @@ type PreparedWrite struct {
 	Ops  []PreparedOp // in order
 }
 
-// PreparedOp is one write of a PreparedWrite; exactly one field is set.
+// PreparedOp is one write of a PreparedWrite; exactly one of Update,
+// PutYap, DeleteYapID and Audit is set.
 type PreparedOp struct {
 	Update      []byte      // append as the next seq
 	PutYap      *Yap        // insert or replace the projection
 	DeleteYapID string      // delete the projection, if there is one
 	Audit       *AuditEntry // append; the store sets Seq
+	// NewYap, with PutYap, says the list's projection had no row for the
+	// yap when the write was prepared. A store may then insert without
+	// looking for one first, but must still write correctly if a row
+	// exists after all.
+	NewYap bool
 }
 
 // YapQuery selects a page of yaps.

@@ -312,7 +312,13 @@ func (w *writeOp) commit() error {
 				}
 				delete(view, id)
 			case y != nil && !sameYap(y, old):
-				if err := w.tx.PutYap(y); err != nil {
+				var err error
+				if p, ok := w.tx.(newYapPutter); ok && old == nil {
+					err = p.PutNewYap(y) // the view is the projection: no row
+				} else {
+					err = w.tx.PutYap(y)
+				}
+				if err != nil {
 					return err
 				}
 				view[id] = y

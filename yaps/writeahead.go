@@ -170,6 +170,16 @@ func (r *writeAheadTx) PutYap(y *Yap) error {
 	return nil
 }
 
+// PutNewYap is PutYap for a yap the projection has no row for (see
+// PreparedOp.NewYap).
+func (r *writeAheadTx) PutNewYap(y *Yap) error {
+	r.ops = append(r.ops, PreparedOp{PutYap: copyYap(y), NewYap: true})
+	return nil
+}
+
+// newYapPutter is a Tx that takes PutNewYap.
+type newYapPutter interface{ PutNewYap(y *Yap) error }
+
 func (r *writeAheadTx) DeleteYap(id string) error {
 	r.ops = append(r.ops, PreparedOp{DeleteYapID: id})
 	return nil

@@ -71,7 +71,7 @@ func benchPreparedCreates(b *testing.B, writers int) {
 				id := fmt.Sprintf("y%07d", i)
 				p := &yaps.PreparedWrite{Expect: row, PermissionID: perm, List: next, Ops: []yaps.PreparedOp{
 					{Update: update},
-					{PutYap: &yaps.Yap{ID: id, ListRef: row.Ref, Kind: yaps.KindTask, Content: "buy milk " + id, CreatedAt: now, UpdatedAt: now}},
+					{PutYap: &yaps.Yap{ID: id, ListRef: row.Ref, Kind: yaps.KindTask, Content: "buy milk " + id, CreatedAt: now, UpdatedAt: now}, NewYap: true},
 					{Audit: &yaps.AuditEntry{ListRef: row.Ref, At: now, PermissionID: perm, Role: yaps.RoleOwner, Action: "yap.create", YapID: id}},
 				}}
 				applied, err := s.WritePrepared(ctx, p)

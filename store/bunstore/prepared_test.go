@@ -574,3 +574,67 @@ func TestPreparedLockedRowStallsNoOne(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, b.DocVersion+1, row.DocVersion)
 }
+
+// A yap put with the NewYap hint is inserted without looking for its row
+// first. If the row exists after all, the batch fails on it and its writes
+// are retried alone, each with the upsert: every write lands, the
+// mistaken one replacing the row.
+func TestPreparedNewYapHint(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	s := open(t, dsn)
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	rows := []*yaps.List{preparedList(t, s, "list0", "perm0", now), preparedList(t, s, "list1", "perm1", now)}
+	write := func(row *yaps.List, perm, yap, text string) *yaps.PreparedWrite {
+		next := row.Clone()
+		next.DocVersion++
+		y := &yaps.Yap{ID: yap, ListRef: row.Ref, Kind: yaps.KindNote, Body: text, CreatedAt: now, UpdatedAt: now}
+		return &yaps.PreparedWrite{Expect: row, PermissionID: perm, List: next, Ops: []yaps.PreparedOp{
+			{Update: []byte(yap + text)},
+			{PutYap: y, NewYap: true},
+			{Audit: &yaps.AuditEntry{ListRef: row.Ref, At: now, PermissionID: perm, Role: yaps.RoleOwner, Action: "yap.create", YapID: yap}},
+		}}
+	}
+	check := func(ref, yap, text string) {
+		t.Helper()
+		y, err := s.Yap(ctx, ref, yap)
+		require.NoError(t, err)
+		require.Equal(t, text, y.Body)
+	}
+
+	// New yaps, as hinted: one multi-row pipeline.
+	pipelines, multi := bunstore.PreparedPipelines(s), bunstore.MultiRowPipelines(s)
+	applied, errs := gatedBatch(t, s, []*yaps.PreparedWrite{write(rows[0], "perm0", "a", "one"), write(rows[1], "perm1", "a", "one")})
+	for i := range 2 {
+		require.NoError(t, errs[i])
+		require.True(t, applied[i])
+		check(rows[i].Ref, "a", "one")
+	}
+	require.Equal(t, pipelines+1, bunstore.PreparedPipelines(s))
+	require.Equal(t, multi+1, bunstore.MultiRowPipelines(s))
+
+	// list0's yap "a" exists although hinted new; list1's "b" is new.
+	for i := range rows {
+		l, err := s.List(ctx, rows[i].Ref)
+		require.NoError(t, err)
+		rows[i] = l
+	}
+	pipelines = bunstore.PreparedPipelines(s)
+	ws := []*yaps.PreparedWrite{write(rows[0], "perm0", "a", "two"), write(rows[1], "perm1", "b", "two")}
+	applied, errs = gatedBatch(t, s, ws)
+	for i := range 2 {
+		require.NoError(t, errs[i])
+		require.True(t, applied[i])
+		require.NotZero(t, ws[i].Ops[2].Audit.Seq)
+	}
+	require.Equal(t, pipelines+3, bunstore.PreparedPipelines(s), "the batch, then each write alone")
+	check("list0", "a", "two")
+	check("list1", "a", "one")
+	check("list1", "b", "two")
+	for i := range rows {
+		l, err := s.List(ctx, rows[i].Ref)
+		require.NoError(t, err)
+		require.Equal(t, rows[i].DocVersion+1, l.DocVersion)
+	}
+}

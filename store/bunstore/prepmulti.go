@@ -65,15 +65,22 @@ const multiSQL = `WITH w AS (
 	WHERE u.r IN (SELECT ref FROM g)
 	ON CONFLICT (list_ref, id) DO UPDATE SET created_at = excluded.created_at,
 		deleted_at = excluded.deleted_at, data = excluded.data
+), pn AS (
+	-- New yaps (PreparedOp.NewYap): no conflict to look for. Should the
+	-- row exist after all, the insert fails and so does the batch, whose
+	-- writes are then retried alone, each with the upsert.
+	INSERT INTO yaps (list_ref, id, created_at, deleted_at, data)
+	SELECT u.r, u.i, u.c, u.x, u.d FROM unnest($27::text[], $28::text[], $29::bigint[], $30::bigint[], $31::bytea[]) AS u(r, i, c, x, d)
+	WHERE u.r IN (SELECT ref FROM g)
 ), dy AS (
-	DELETE FROM yaps USING unnest($27::text[], $28::text[]) AS u(r, i)
+	DELETE FROM yaps USING unnest($32::text[], $33::text[]) AS u(r, i)
 	WHERE yaps.list_ref = u.r AND yaps.id = u.i AND u.r IN (SELECT ref FROM g)
 ), au AS (
 	-- ORDER BY: the identity values are drawn as the rows are inserted,
 	-- in the batch's order, which is how readMulti matches them.
 	INSERT INTO audit (list_ref, at, permission_id, role, action, yap_id, detail)
 	SELECT u.r, u.a, u.p, u.ro, u.ac, u.y, u.d
-	FROM unnest($29::text[], $30::bigint[], $31::text[], $32::text[], $33::text[], $34::text[], $35::text[])
+	FROM unnest($34::text[], $35::bigint[], $36::text[], $37::text[], $38::text[], $39::text[], $40::text[])
 		WITH ORDINALITY AS u(r, a, p, ro, ac, y, d, o)
 	WHERE u.r IN (SELECT ref FROM g) ORDER BY u.o RETURNING seq
 )
@@ -103,6 +110,11 @@ type multiRows struct {
 	putDeleted    []*int64
 	putData       [][]byte
 
+	newRef, newID []string // PreparedOp.NewYap
+	newCreated    []int64
+	newDeleted    []*int64
+	newData       [][]byte
+
 	delRef, delID []string
 
 	audRef                              []string
@@ -112,42 +124,78 @@ type multiRows struct {
 	auditWrite                          []int // the write of each audit row
 }
 
-// statement returns the batch's statement and its arguments: multiSQL,
-// or multiSQLNoDeletes when the batch deletes no yap.
+// statement returns the batch's statement and its arguments: the form of
+// multiSQL without the parts the batch has no rows for.
 func (m *multiRows) statement() (string, []any) {
 	args := []any{
 		m.ref, m.title, m.kind, m.updatedAt, m.archivedAt, m.rolledUpAt, m.accountID, m.docVersion,
 		m.xTitle, m.xKind, m.xCreatedAt, m.xUpdatedAt, m.xArchivedAt, m.xRolledUpAt, m.xAccountID, m.xDocVersion, m.perm,
 		m.updRef, m.updSeq, m.updN, m.updData,
 		m.putRef, m.putID, m.putCreated, m.putDeleted, m.putData,
+		m.newRef, m.newID, m.newCreated, m.newDeleted, m.newData,
 		m.delRef, m.delID,
 		m.audRef, m.audAt, m.audPerm, m.audRole, m.audAction, m.audYap, m.audDetail,
 	}
-	if len(m.delRef) == 0 {
-		return multiSQLNoDeletes, slices.Delete(args, deleteParams-1, deleteParams+1)
+	form := 0
+	for i, part := range optionalParts {
+		if part.rows(m) == 0 {
+			form |= 1 << i
+		}
 	}
-	return multiSQL, args
+	// From the last part to the first, so the earlier ones stay in place.
+	for i := len(optionalParts) - 1; i >= 0; i-- {
+		if p := optionalParts[i]; form&(1<<i) != 0 {
+			args = slices.Delete(args, p.first-1, p.first-1+p.params)
+		}
+	}
+	return multiForms[form], args
 }
 
-// multiSQLNoDeletes is multiSQL without its deletes (dy), for the batches
-// that have none (most: creating and editing yaps). Postgres sets up every
-// part of a statement on each run, used or not: for dy, the yaps table
-// and its indexes, the unnest and its join. The parameters after dy's
-// two move down by two.
-var multiSQLNoDeletes = func() string {
-	start, end := strings.Index(multiSQL, "), dy AS ("), strings.Index(multiSQL, "), au AS (")
-	if start < 0 || end < start || !strings.Contains(multiSQL[start:end], fmt.Sprintf("$%d::text[], $%d::text[]", deleteParams, deleteParams+1)) {
-		panic("bunstore: multiSQL's deletes not found")
+// optionalParts are the parts of multiSQL a batch without rows for them
+// runs without. Postgres sets up every part of a statement on each run,
+// used or not (for the upsert, say, the yaps table, its indexes, the
+// unnest and its join), so a batch that only creates yaps runs neither the
+// upsert nor the deletes.
+var optionalParts = []struct {
+	name          string
+	first, params int // its parameters in multiSQL
+	rows          func(m *multiRows) int
+}{
+	{"py", 22, 5, func(m *multiRows) int { return len(m.putRef) }},
+	{"pn", 27, 5, func(m *multiRows) int { return len(m.newRef) }},
+	{"dy", 32, 2, func(m *multiRows) int { return len(m.delRef) }},
+}
+
+// multiForms holds multiSQL without each set of optionalParts (bit i of
+// the index: without part i).
+var multiForms = func() []string {
+	forms := make([]string, 1<<len(optionalParts))
+	for form := range forms {
+		q := multiSQL
+		for i := len(optionalParts) - 1; i >= 0; i-- {
+			if p := optionalParts[i]; form&(1<<i) != 0 {
+				q = withoutPart(q, p.name, p.first, p.params)
+			}
+		}
+		forms[form] = q
 	}
-	rest := regexp.MustCompile(`\$(\d+)`).ReplaceAllStringFunc(multiSQL[end:], func(p string) string {
-		n, _ := strconv.Atoi(p[1:])
-		return "$" + strconv.Itoa(n-2)
-	})
-	return multiSQL[:start] + rest
+	return forms
 }()
 
-// deleteParams is the number of dy's first parameter in multiSQL.
-const deleteParams = 27
+// withoutPart returns q without its part name, whose parameters are
+// $first.. $first+n-1; the later parameters move down by n.
+func withoutPart(q, name string, first, n int) string {
+	start := strings.Index(q, "), "+name+" AS (")
+	end := start + 1 + strings.Index(q[start+1:], "), ")
+	if start < 0 || end <= start || !strings.Contains(q[start:end], fmt.Sprintf("$%d::", first+n-1)) {
+		panic("bunstore: part " + name + " of multiSQL not found")
+	}
+	rest := regexp.MustCompile(`\$(\d+)`).ReplaceAllStringFunc(q[end:], func(p string) string {
+		k, _ := strconv.Atoi(p[1:])
+		return "$" + strconv.Itoa(k-n)
+	})
+	return q[:start] + rest
+}
 
 // addGuard adds the guard of p: its new list row and the row it expects.
 func (m *multiRows) addGuard(p *yaps.PreparedWrite) {
@@ -211,7 +259,11 @@ func collectMulti(rs []*prepReq) (*multiRows, bool) {
 					return nil, false
 				}
 				seen[k] = true
-				if y := op.PutYap; y != nil {
+				if y := op.PutYap; y != nil && op.NewYap {
+					m.newRef, m.newID = append(m.newRef, ref), append(m.newID, y.ID)
+					m.newCreated, m.newDeleted = append(m.newCreated, ms(y.CreatedAt)), append(m.newDeleted, msOrNil(y.DeletedAt))
+					m.newData = append(m.newData, encodeYap(y))
+				} else if y != nil {
 					m.putRef, m.putID = append(m.putRef, ref), append(m.putID, y.ID)
 					m.putCreated, m.putDeleted = append(m.putCreated, ms(y.CreatedAt)), append(m.putDeleted, msOrNil(y.DeletedAt))
 					m.putData = append(m.putData, encodeYap(y))
