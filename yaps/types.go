@@ -253,7 +253,10 @@ func truncate(s string, n int) string {
 
 // FormatTime renders t as RFC 3339 UTC with millisecond precision, the only
 // timestamp format the service emits (RULINGS R6).
-func FormatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+func FormatTime(t time.Time) string {
+	var buf [len("2006-01-02T15:04:05.000Z")]byte
+	return string(appendTime(buf[:0], t))
+}
 
 // Truncate rounds t down to the millisecond precision the service keeps.
 func Truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
