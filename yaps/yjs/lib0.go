@@ -205,6 +205,32 @@ func (e *encoder) writeAny(v any) error {
 	return nil
 }
 
+// checkAny returns the error writeAny would return for v, without
+// encoding it: validating a value before it goes into a document used to
+// encode it and throw the bytes away, which was most of the allocations of
+// setting a yap's fields.
+func checkAny(v any) error {
+	switch x := v.(type) {
+	case nil, undefinedValue, bool, string, int, int8, int16, int32, int64,
+		uint, uint8, uint16, uint32, uint64, float32, float64, BigInt, []byte, []string:
+	case []any:
+		for _, el := range x {
+			if err := checkAny(el); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, el := range x {
+			if err := checkAny(el); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("%w: %T cannot be encoded as Any", ErrUnsupported, v)
+	}
+	return nil
+}
+
 // jsKeyOrder returns the keys of m in the order JavaScript's Object.keys
 // would list them, assuming lexical insertion order for non-index keys.
 func jsKeyOrder(m map[string]any) []string {

@@ -297,8 +297,7 @@ func contentFor(v any) (content, int, bool, error) {
 		}
 		return content{kind: kindType, ext: &contentExt{typ: t}}, 1, false, nil
 	}
-	var e encoder
-	if err := e.writeAny(v); err != nil {
+	if err := checkAny(v); err != nil {
 		return content{}, 0, false, err
 	}
 	return content{}, 0, true, nil
