@@ -325,8 +325,19 @@ func TestWriterArgsWithoutDirect(t *testing.T) {
 			if err := tx.SaveList(l); err != nil {
 				return err
 			}
+			if err := tx.AppendAudit(&yaps.AuditEntry{ListRef: "l", At: now, PermissionID: "p", Role: yaps.RoleOwner,
+				Action: "yap.update", YapID: "y", Detail: content}); err != nil {
+				return err
+			}
 			return tx.PutYap(y)
 		}))
+	}
+	audit, err := s.Audit(ctx, "l", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, audit, 2)
+	for i, content := range []string{"héllo", "héllo, world"} {
+		require.Equal(t, yaps.AuditEntry{Seq: audit[i].Seq, ListRef: "l", At: now, PermissionID: "p", Role: yaps.RoleOwner,
+			Action: "yap.update", YapID: "y", Detail: content}, *audit[i])
 	}
 	got, err := s.Yap(ctx, "l", "y")
 	require.NoError(t, err)

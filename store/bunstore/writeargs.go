@@ -8,7 +8,7 @@ import (
 
 // writeArgs holds the arguments of the SQLite writer's most frequent
 // statements: every edit writes its yap's row, an update row and its
-// list's row. Boxing a string, a slice or a large integer into an any
+// list's row, and every HTTP write an audit row. Boxing a string, a slice or a large integer into an any
 // allocates, a quarter of an edit's allocations in BenchmarkSyncRooms;
 // boxing a pointer does not. So these statements' arguments are pointers
 // to the fields here, set for each call. A statement reads them during
@@ -37,6 +37,12 @@ type writeArgs struct {
 		account            sql.NullString
 		docVersion         int64
 		args               [8]any
+	}
+	audit struct {
+		ref                               string
+		at                                int64
+		perm, role, action, yapID, detail string
+		args                              [7]any
 	}
 }
 
@@ -80,5 +86,17 @@ func (a *writeArgs) saveListArgs(l *yaps.List, docVersion int64) []any {
 	r.ref, r.title, r.kind, r.updated = l.Ref, l.Title, string(l.Kind), ms(l.UpdatedAt)
 	r.archived, r.rolledUp, r.account, r.docVersion = msPtr(l.ArchivedAt), msPtr(l.RolledUpAt), nullString(l.AccountID), docVersion
 	r.args = [...]any{&r.ref, &r.title, &r.kind, &r.updated, &r.archived, &r.rolledUp, &r.account, &r.docVersion}
+	return r.args[:]
+}
+
+// auditArgs are auditArgs(ref, e) (codec.go), through a.
+func (a *writeArgs) auditArgs(ref string, e *yaps.AuditEntry) []any {
+	if a == nil {
+		return auditArgs(ref, e)
+	}
+	r := &a.audit
+	r.ref, r.at, r.perm, r.role = ref, ms(e.At), e.PermissionID, string(e.Role)
+	r.action, r.yapID, r.detail = e.Action, e.YapID, e.Detail
+	r.args = [...]any{&r.ref, &r.at, &r.perm, &r.role, &r.action, &r.yapID, &r.detail}
 	return r.args[:]
 }
