@@ -3,6 +3,7 @@ package bunstore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/yaps-dev/yaps/store/bunstore"
 	"github.com/yaps-dev/yaps/store/storetest"
+	"github.com/yaps-dev/yaps/yaps"
 )
 
 // lastMigration is a recent migration that creates a table, which the
@@ -169,4 +171,56 @@ func TestPostgresStateCompression(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT attcompression::text FROM pg_attribute
 		WHERE attrelid = 'lists'::regclass AND attname = 'state'`).Scan(&got))
 	require.Equal(t, want, got)
+}
+
+// The audit log has one index, its primary key (list_ref, seq), which
+// serves its reads by list (migration 20261129000009); audit entries keep
+// their seqs and their order through the migration.
+func TestPostgresAuditKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := storetest.PostgresDSN(t)
+	s, err := bunstore.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer s.Close()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	for _, ref := range []string{"a", "b"} {
+		require.NoError(t, s.CreateList(ctx, &yaps.List{Ref: ref, Kind: yaps.KindTask, CreatedAt: now, UpdatedAt: now}, nil, []byte("u0"), nil))
+		for i := range 3 {
+			require.NoError(t, s.Update(ctx, ref, func(tx yaps.Tx) error {
+				return tx.AppendAudit(&yaps.AuditEntry{ListRef: ref, At: now, PermissionID: "p", Role: yaps.RoleOwner,
+					Action: "yap.create", YapID: fmt.Sprint(i)})
+			}))
+		}
+	}
+	for _, ref := range []string{"a", "b"} {
+		got, err := s.Audit(ctx, ref, 0, 0)
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		for i, e := range got {
+			require.Equal(t, ref, e.ListRef)
+			require.Equal(t, fmt.Sprint(i), e.YapID)
+			if i > 0 {
+				require.Greater(t, e.Seq, got[i-1].Seq)
+			}
+		}
+		page, err := s.Audit(ctx, ref, got[0].Seq, 1)
+		require.NoError(t, err)
+		require.Equal(t, []*yaps.AuditEntry{got[1]}, page)
+	}
+
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'audit' AND schemaname = current_schema()`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var indexes []string
+	for rows.Next() {
+		var name, def string
+		require.NoError(t, rows.Scan(&name, &def))
+		indexes = append(indexes, name+": "+def[strings.Index(def, " USING "):])
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"audit_pkey:  USING btree (list_ref, seq)"}, indexes)
 }
