@@ -2,7 +2,6 @@ package bunstore
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,7 +189,7 @@ func withoutPart(q, name string, first, n int) string {
 	if start < 0 || end <= start || !strings.Contains(q[start:end], fmt.Sprintf("$%d::", first+n-1)) {
 		panic("bunstore: part " + name + " of multiSQL not found")
 	}
-	rest := regexp.MustCompile(`\$(\d+)`).ReplaceAllStringFunc(q[end:], func(p string) string {
+	rest := placeholder.ReplaceAllStringFunc(q[end:], func(p string) string {
 		k, _ := strconv.Atoi(p[1:])
 		return "$" + strconv.Itoa(k-n)
 	})

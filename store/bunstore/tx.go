@@ -303,11 +303,12 @@ func (t *tx) AppendAudit(e *yaps.AuditEntry) error {
 	if t.done {
 		return errDone
 	}
+	args := t.tx.args().auditArgs(t.start.Ref, e)
 	if t.s.pg {
-		return wrap(t.s.queryRow(t.ctx, t.tx, t.q.insertAudit, auditArgs(t.start.Ref, e)...).Scan(&e.Seq), "append audit")
+		return wrap(t.s.queryRow(t.ctx, t.tx, t.q.insertAudit, args...).Scan(&e.Seq), "append audit")
 	}
 	// SQLite: seq is the rowid; Exec skips RETURNING's result-set machinery.
-	res, err := t.s.exec(t.ctx, t.tx, t.q.insertAuditRowid, t.tx.args().auditArgs(t.start.Ref, e)...)
+	res, err := t.s.exec(t.ctx, t.tx, t.q.insertAuditRowid, args...)
 	if err == nil {
 		e.Seq, err = res.LastInsertId()
 	}

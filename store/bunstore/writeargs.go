@@ -8,9 +8,9 @@ import (
 
 // writeArgs holds the arguments of the SQLite writer's most frequent
 // statements: every edit writes its yap's row, an update row and its
-// list's row, and every HTTP write an audit row. Boxing a string, a slice or a large integer into an any
-// allocates, a quarter of an edit's allocations in BenchmarkSyncRooms;
-// boxing a pointer does not. So these statements' arguments are pointers
+// list's row, and every HTTP write an audit row. Boxing a string, a slice
+// or a large integer into an any allocates, a quarter of an edit's
+// allocations in BenchmarkSyncRooms; boxing a pointer does not. So these statements' arguments are pointers
 // to the fields here, set for each call. A statement reads them during
 // its call only (direct.bind copies them into C memory, database/sql
 // converts them through the pointers), and the writer runs one statement
