@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,12 +87,14 @@ func (d stdDoer) do(req *http.Request) (int, error) {
 // manner of wrk: it writes the request and parses the answer on the
 // calling goroutine (net/http's Transport hands every request through two
 // connection goroutines), so the load generator, which shares the machine
-// with the server, needs less CPU per request. Parsing is net/http's
-// (http.ReadResponse: Content-Length and chunked bodies).
+// with the server, needs less CPU per request. It writes the request and
+// parses the answer by hand (no header maps, no allocation per request):
+// net/http's ReadResponse and Request.Write were most of its CPU.
 type rawConn struct {
-	c  net.Conn
-	br *bufio.Reader
-	bw *bufio.Writer
+	c    net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	body []byte // the request body, read whole for its length; reused
 }
 
 func (rc *rawConn) close() {
@@ -143,25 +146,467 @@ func (rc *rawConn) do(req *http.Request) (int, error) {
 
 func (rc *rawConn) roundTrip(req *http.Request) (int, error) {
 	_ = rc.c.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := req.Write(rc.bw); err != nil {
+	if err := rc.writeRequest(req); err != nil {
 		return 0, err
 	}
 	if err := rc.bw.Flush(); err != nil {
 		return 0, err
 	}
-	resp, err := http.ReadResponse(rc.br, req)
+	status, keep, err := rc.readResponse(req.Method == http.MethodHead)
 	if err != nil {
 		return 0, err
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return 0, err
-	}
-	if resp.Close {
+	if !keep || req.Close {
 		rc.close()
 	}
-	return resp.StatusCode, nil
+	return status, nil
+}
+
+// defaultUserAgent is what (*http.Request).Write sends when the request
+// has no User-Agent: kept so the server sees the same requests as before.
+const defaultUserAgent = "Go-http-client/1.1"
+
+// writeRequest writes req into rc.bw as HTTP/1.1: what (*http.Request).Write
+// sends, less its allocations (sorted headers, Fprintf), and always with a
+// Content-Length (the bodies are small JSON documents, read here whole).
+func (rc *rawConn) writeRequest(req *http.Request) error {
+	rc.body = rc.body[:0]
+	if req.Body != nil {
+		var err error
+		rc.body, err = readBody(rc.body, req.Body)
+		req.Body.Close() // as Request.Write does; a retry takes GetBody's
+		if err != nil {
+			return err
+		}
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	u := req.URL
+	path, query := u.EscapedPath(), u.RawQuery
+	if u.Opaque != "" {
+		path, query = u.RequestURI(), "" // rare: take net/http's allocating way
+	} else if path == "" {
+		path = "/"
+	}
+	ua, hasUA := defaultUserAgent, false
+	if vs, ok := req.Header["User-Agent"]; ok {
+		ua, hasUA = "", true
+		if len(vs) > 0 {
+			ua = vs[0]
+		}
+	}
+	// Control characters (CR, LF) would let a field end the request early:
+	// an error, as net/http's Transport makes it, rather than a smuggled
+	// request.
+	if !validToken(method) || !validValue(path) || !validValue(query) || !validValue(host) || (hasUA && !validValue(ua)) {
+		return fmt.Errorf("rawConn: invalid request line or Host in %s %s", method, u.Redacted())
+	}
+
+	bw := rc.bw
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	bw.WriteString(path)
+	if query != "" || u.ForceQuery {
+		bw.WriteByte('?')
+		bw.WriteString(query)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	if ua != "" {
+		bw.WriteString("User-Agent: ")
+		bw.WriteString(ua)
+		bw.WriteString("\r\n")
+	}
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue // written above or below, as Request.Write does
+		}
+		if !validToken(k) {
+			return fmt.Errorf("rawConn: invalid header name %q", k)
+		}
+		for _, v := range vs {
+			if !validValue(v) {
+				return fmt.Errorf("rawConn: invalid value of header %s", k)
+			}
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	if req.Close && !headerHasToken(req.Header["Connection"], "close") {
+		bw.WriteString("Connection: close\r\n")
+	}
+	// As Request.Write: a length for any body, and 0 for a bodiless
+	// POST, PUT or PATCH (servers may refuse those without one).
+	if len(rc.body) > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(rc.body)), 10))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+	_, err := bw.Write(rc.body)
+	return err // bufio's error is sticky: the last write reports any
+}
+
+// readBody appends all of r to dst, reusing dst's capacity.
+func readBody(dst []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, 512)
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+}
+
+// validToken tells whether s is a non-empty HTTP token (a method or a
+// header name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue tells whether s has no control character but tab.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func headerHasToken(vs []string, tok string) bool {
+	for _, v := range vs {
+		if hasToken([]byte(v), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// Limits of an answer's head: the whole head (interim 1xx answers
+// included) as net/http's Transport, a line by rc.br's size.
+const (
+	maxResponseHead = 1 << 20
+	maxInterim      = 10
+)
+
+var errMalformed = errors.New("rawConn: malformed response")
+
+func malformed(what string, b []byte) error {
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return fmt.Errorf("%w: %s %q", errMalformed, what, b)
+}
+
+// respHead is what the load generator needs of an answer's header.
+type respHead struct {
+	length    int64 // Content-Length, -1 if none
+	chunked   bool
+	close     bool // Connection: close
+	keepAlive bool // Connection: keep-alive (for HTTP/1.0)
+}
+
+// readResponse reads one answer from rc.br and discards its body: the
+// status, whether the connection may carry another request, and an error
+// for anything malformed or truncated (the caller then closes the
+// connection). Only Content-Length, Transfer-Encoding and Connection are
+// looked at, with no map built; interim 1xx answers are skipped, as
+// net/http's Transport does.
+func (rc *rawConn) readResponse(head bool) (status int, keep bool, err error) {
+	budget := maxResponseHead
+	for interim := 0; ; interim++ {
+		line, err := rc.readLine(&budget)
+		if err != nil {
+			return 0, false, err
+		}
+		status, minor, ok := parseStatusLine(line)
+		if !ok {
+			return 0, false, malformed("status line", line)
+		}
+		h, err := rc.readHeader(&budget)
+		if err != nil {
+			return 0, false, err
+		}
+		if status < 200 {
+			if status == http.StatusSwitchingProtocols || interim >= maxInterim {
+				return 0, false, fmt.Errorf("%w: unexpected status %d", errMalformed, status)
+			}
+			continue
+		}
+		keep = !h.close && (minor >= 1 || h.keepAlive)
+		switch {
+		case head || status == http.StatusNoContent || status == http.StatusNotModified:
+			// No body, whatever the header says.
+		case h.chunked: // wins over Content-Length, as in net/http
+			err = rc.discardChunked(&budget)
+		case h.length >= 0:
+			err = rc.discard(h.length)
+		default: // the body ends with the connection
+			_, err = io.Copy(io.Discard, rc.br)
+			keep = false
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return status, keep, nil
+	}
+}
+
+// readLine returns the next line of rc.br without its CRLF (or LF, which
+// net/http accepts too); it is valid until the next read.
+func (rc *rawConn) readLine(budget *int) ([]byte, error) {
+	line, err := rc.br.ReadSlice('\n')
+	if err != nil {
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			return nil, malformed("line too long", line)
+		case err == io.EOF && len(line) > 0:
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err // io.EOF before any byte: a closed idle connection
+	}
+	if *budget -= len(line); *budget < 0 {
+		return nil, fmt.Errorf("%w: header over %d bytes", errMalformed, maxResponseHead)
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// parseStatusLine parses "HTTP/1.x NNN[ reason]".
+func parseStatusLine(line []byte) (status, minor int, ok bool) {
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return 0, 0, false
+	}
+	minor = int(line[7] - '0')
+	if minor < 0 || minor > 9 {
+		return 0, 0, false
+	}
+	for _, c := range line[9:12] {
+		if c < '0' || c > '9' {
+			return 0, 0, false
+		}
+		status = status*10 + int(c-'0')
+	}
+	return status, minor, status >= 100
+}
+
+// readHeader reads header lines up to the empty one.
+func (rc *rawConn) readHeader(budget *int) (respHead, error) {
+	h := respHead{length: -1}
+	teSeen := false
+	for {
+		line, err := rc.readLine(budget)
+		if err != nil {
+			return h, noEOF(err)
+		}
+		if len(line) == 0 {
+			return h, nil
+		}
+		name, value, err := splitHeader(line)
+		if err != nil {
+			return h, err
+		}
+		switch {
+		case equalFold(name, "content-length"):
+			n, ok := parseDecimal(value)
+			if !ok || (h.length >= 0 && h.length != n) {
+				return h, malformed("Content-Length", line)
+			}
+			h.length = n
+		case equalFold(name, "transfer-encoding"):
+			// net/http supports only "chunked", once.
+			if teSeen || !equalFold(value, "chunked") {
+				return h, malformed("Transfer-Encoding", line)
+			}
+			teSeen, h.chunked = true, true
+		case equalFold(name, "connection"):
+			h.close = h.close || hasToken(value, "close")
+			h.keepAlive = h.keepAlive || hasToken(value, "keep-alive")
+		}
+	}
+}
+
+// splitHeader splits "Name: value". A line folded onto the previous one
+// (obsolete) or a blank before the colon is an error: read leniently, they
+// could frame a body otherwise than the server meant.
+func splitHeader(line []byte) (name, value []byte, err error) {
+	i := bytes.IndexByte(line, ':')
+	if i <= 0 {
+		return nil, nil, malformed("header line", line)
+	}
+	name = line[:i]
+	if bytes.ContainsAny(name, " \t") {
+		return nil, nil, malformed("header name", line)
+	}
+	return name, bytes.Trim(line[i+1:], " \t"), nil
+}
+
+// discardChunked discards a chunked body: size lines in hex with optional
+// extensions after ';', each chunk's CRLF, and trailers up to the empty
+// line.
+func (rc *rawConn) discardChunked(budget *int) error {
+	for {
+		line, err := rc.readLine(budget)
+		if err != nil {
+			return noEOF(err)
+		}
+		sz := line
+		if i := bytes.IndexByte(sz, ';'); i >= 0 {
+			sz = sz[:i]
+		}
+		n, ok := parseHex(bytes.Trim(sz, " \t"))
+		if !ok {
+			return malformed("chunk size", line)
+		}
+		if n == 0 {
+			break
+		}
+		if err := rc.discard(n); err != nil {
+			return err
+		}
+		crlf, err := rc.br.Peek(2)
+		if err != nil {
+			return noEOF(err)
+		}
+		if crlf[0] != '\r' || crlf[1] != '\n' {
+			return malformed("chunk end", crlf)
+		}
+		rc.br.Discard(2)
+	}
+	for { // trailers
+		line, err := rc.readLine(budget)
+		if err != nil {
+			return noEOF(err)
+		}
+		if len(line) == 0 {
+			return nil
+		}
+		if _, _, err := splitHeader(line); err != nil {
+			return err
+		}
+	}
+}
+
+// discard skips n bytes of body.
+func (rc *rawConn) discard(n int64) error {
+	if n > math.MaxInt {
+		return fmt.Errorf("%w: body of %d bytes", errMalformed, n)
+	}
+	_, err := rc.br.Discard(int(n))
+	return noEOF(err)
+}
+
+// noEOF turns an EOF within a body into the truncation it is.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// parseDecimal parses a Content-Length: digits only, within int64.
+func parseDecimal(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' || n > (math.MaxInt64-int64(c-'0'))/10 {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// parseHex parses a chunk size: hex digits only, within int64.
+func parseHex(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		if n > math.MaxInt64>>4 {
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
+
+// equalFold tells whether b is lower, ignoring ASCII case; lower is in
+// lower case.
+func equalFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// hasToken tells whether the comma-separated list v holds tok (in lower
+// case), ignoring ASCII case.
+func hasToken(v []byte, tok string) bool {
+	for len(v) > 0 {
+		item := v
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		if equalFold(bytes.Trim(item, " \t"), tok) {
+			return true
+		}
+	}
+	return false
 }
 
 // load runs scenario s with one closed-loop worker per doer for dur: each
