@@ -7,9 +7,9 @@ import (
 	"sync"
 )
 
-// batchQueue is the leader-follower queue of both group commits (group.go
-// for SQLite, prepgroup.go for prepared writes on Postgres). A request
-// that finds no batch running leads one; requests that arrive meanwhile
+// batchQueue is the leader-follower queue of SQLite's group commit
+// (group.go; prepared writes on Postgres have a batcher, prepgroup.go). A
+// request that finds no batch running leads one; requests that arrive meanwhile
 // wait. The leader takes its batch from the waiting ones, runs it, records
 // every outcome, then hands the lead to the oldest request still waiting
 // and wakes the others of its batch. Every request is taken off the queue

@@ -10,7 +10,29 @@ import (
 // running, until release: they then run as one batch. wait blocks until n
 // writes are queued.
 func GatePrepared(t *testing.T, s *Store) (wait func(n int), release func()) {
-	return gateQueue(t, &s.prepGroup.batchQueue)
+	g := &s.prepGroup
+	g.mu.Lock()
+	if g.running {
+		g.mu.Unlock()
+		t.Fatal("gate: a batch is running")
+	}
+	g.running = true
+	g.mu.Unlock()
+	wait = func(n int) {
+		waitQueued(t, n, func() int {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.queue)
+		})
+	}
+	return wait, func() { go s.runBatches() }
+}
+
+// PreparedBatcherRunning reports whether s's batcher runs (prepgroup.go).
+func PreparedBatcherRunning(s *Store) bool {
+	s.prepGroup.mu.Lock()
+	defer s.prepGroup.mu.Unlock()
+	return s.prepGroup.running
 }
 
 // GateWrites is GatePrepared for the SQLite file's group commit.
@@ -21,7 +43,7 @@ func GateWrites(t *testing.T, s *Store) (wait func(n int), release func()) {
 // Savepoints reports how many savepoints s's SQLite group commit took.
 func Savepoints(s *Store) int64 { return s.savepoints.Load() }
 
-// gateQueue is GatePrepared for any batch queue (the SQLite group's too).
+// gateQueue is GatePrepared for a batch queue (the SQLite group's).
 func gateQueue[R queued](t *testing.T, q *batchQueue[R]) (wait func(n int), release func()) {
 	q.mu.Lock()
 	if q.leading {
@@ -31,21 +53,29 @@ func gateQueue[R queued](t *testing.T, q *batchQueue[R]) (wait func(n int), rele
 	q.leading = true
 	q.mu.Unlock()
 	wait = func(n int) {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		waitQueued(t, n, func() int {
 			q.mu.Lock()
-			got := len(q.queue)
-			q.mu.Unlock()
-			if got >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("gate: %d writes queued, want %d", got, n)
-			}
-			runtime.Gosched()
-		}
+			defer q.mu.Unlock()
+			return len(q.queue)
+		})
 	}
 	return wait, q.handOff
+}
+
+// waitQueued waits until queued reports n writes or more.
+func waitQueued(t *testing.T, n int, queued func() int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := queued()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate: %d writes queued, want %d", got, n)
+		}
+		runtime.Gosched()
+	}
 }
 
 // PreparedPipelines reports how many pipelines of prepared writes s sent.

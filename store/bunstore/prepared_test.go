@@ -191,6 +191,43 @@ func gatedBatch(t *testing.T, s *bunstore.Store, ws []*yaps.PreparedWrite) (appl
 	return applied, errs
 }
 
+// The batcher (prepgroup.go) runs batches while writes keep coming and
+// stops when none is left: writes that queue behind a running batch go in
+// the next one, in one pipeline, and after a run of writes one at a time
+// no batcher is left behind.
+func TestPreparedBatcher(t *testing.T) {
+	t.Parallel()
+	s := open(t, storetest.PostgresDSN(t))
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	write := func(row *yaps.List, perm string) *yaps.PreparedWrite {
+		next := row.Clone()
+		next.DocVersion++
+		return &yaps.PreparedWrite{Expect: row, PermissionID: perm, List: next, Ops: []yaps.PreparedOp{{Update: []byte("u")}}}
+	}
+	var ws []*yaps.PreparedWrite
+	for i := range 4 {
+		ws = append(ws, write(preparedList(t, s, fmt.Sprintf("list%d", i), fmt.Sprintf("perm%d", i), now), fmt.Sprintf("perm%d", i)))
+	}
+	before := bunstore.PreparedPipelines(s)
+	applied, errs := gatedBatch(t, s, ws)
+	require.Equal(t, before+1, bunstore.PreparedPipelines(s), "the queued writes in one pipeline")
+	for i := range ws {
+		require.NoError(t, errs[i])
+		require.True(t, applied[i])
+	}
+
+	row := ws[0].List
+	for range 30 {
+		p := write(row, "perm0")
+		ok, err := s.WritePrepared(context.Background(), p)
+		require.NoError(t, err)
+		require.True(t, ok)
+		row = p.List
+	}
+	require.Eventually(t, func() bool { return !bunstore.PreparedBatcherRunning(s) }, 5*time.Second, time.Millisecond,
+		"no batcher left behind")
+}
+
 // A batch goes as one statement for all its writes' guards and ops
 // (prepmulti.go): every op of every applied write lands, a stale write's
 // rows are skipped among them, and audit entries get the seqs they were
