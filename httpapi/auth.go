@@ -12,7 +12,11 @@ import (
 // code returns the permission code of a request: the bearer token (unless
 // it is an account key), else the k query parameter (INTERFACE §5.3).
 func (st *reqState) code() string {
-	return yaps.RequestCode(st.r.Header.Get("Authorization"), st.r.URL.Query().Get("k"))
+	k := ""
+	if st.r.URL.RawQuery != "" { // URL.Query makes a map even for an empty query
+		k = st.r.URL.Query().Get("k")
+	}
+	return yaps.RequestCode(st.r.Header.Get("Authorization"), k)
 }
 
 // builtinAccount is the default AccountResolver: the service's built-in

@@ -183,8 +183,14 @@ func (c *Config) clientIP(r *http.Request) string {
 	if err != nil {
 		return host
 	}
+	is4 := peer.Is4()
 	peer = peer.Unmap()
 	if len(c.trusted) == 0 || !c.isTrusted(peer) {
+		if is4 {
+			// ParseAddr takes an IPv4 address only in its canonical
+			// form (no leading zeros): host is peer.String() already.
+			return host
+		}
 		return peer.String()
 	}
 	var hops []string

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -388,8 +387,7 @@ func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *raw
 	// kind the body names, if it names one.
 	scopeKind := kind
 	if raw, ok := o.m["kind"]; ok {
-		k, plain := plainJSONString(raw)
-		if plain || json.Unmarshal(raw, &k) == nil {
+		if k, ok := jsonString(raw); ok {
 			scopeKind = yaps.Kind(k)
 		}
 	}
@@ -418,11 +416,7 @@ func (s *server) createYap(ctx context.Context, st *reqState, in *refInput) *raw
 	if replay != nil {
 		return st.replayOut(replay)
 	}
-	b, err := Render(y)
-	if err != nil {
-		return st.errorOut(err)
-	}
-	out = &rawOut{Status: http.StatusCreated, ContentType: "application/json", Body: b}
+	out = pooledYapOut(st, http.StatusCreated, y)
 	out.ETag = etag(yaps.YapETag(y))
 	return out
 }

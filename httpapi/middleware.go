@@ -228,9 +228,13 @@ func (s *server) middleware(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	st := &reqState{cfg: &s.cfg, r: r, w: w, path: instancePath(r.URL)}
+	both := &struct { // one allocation for the two
+		st reqState
+		rc respCtx
+	}{st: reqState{cfg: &s.cfg, r: r, w: w, path: instancePath(r.URL)}}
+	st, rc := &both.st, &both.rc
 	st.ip = s.cfg.clientIP(r)
-	rc := &respCtx{humaCtx: ctx, st: st}
+	*rc = respCtx{humaCtx: ctx, st: st}
 	rc.ctx = context.WithValue(ctx.Context(), stateKey{}, st)
 	start := time.Now()
 	defer func() {

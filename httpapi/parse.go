@@ -68,12 +68,16 @@ func bodyHash(b []byte) []byte {
 type object struct {
 	m    map[string]json.RawMessage
 	used []string // members of m consumed so far (a handful: no map)
+	// usedBuf backs used for the usual bodies, so that marking members
+	// used takes no allocation of its own.
+	usedBuf [8]string
 }
 
 // decodeObject parses body as one JSON object. An empty body (or only
 // whitespace) yields an empty object when allowEmpty, else 400.
 func decodeObject(body []byte, allowEmpty bool) (*object, error) {
 	o := &object{}
+	o.used = o.usedBuf[:0]
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		if allowEmpty {
@@ -238,6 +242,18 @@ func (o *object) use(name string) {
 	}
 }
 
+// jsonString decodes the JSON string v: plainJSONString, else
+// encoding/json (escapes). The string encoding/json decodes into is
+// declared on that path only: its address escapes, so a variable shared
+// with the plain path would be allocated for every string.
+func jsonString(v json.RawMessage) (string, bool) {
+	if s, plain := plainJSONString(v); plain {
+		return s, true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
+}
+
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
 
 // text reads a string member. mode says which control characters are
@@ -251,11 +267,9 @@ func (o *object) text(name string, mode textMode) (yaps.Field[string], error) {
 	if isNull(v) {
 		return yaps.Null[string](), nil
 	}
-	s, plain := plainJSONString(v)
-	if !plain {
-		if err := json.Unmarshal(v, &s); err != nil {
-			return yaps.Field[string]{}, errInvalid("%s must be a string", name)
-		}
+	s, ok := jsonString(v)
+	if !ok {
+		return yaps.Field[string]{}, errInvalid("%s must be a string", name)
 	}
 	if err := checkText(name, s, mode); err != nil {
 		return yaps.Field[string]{}, err
@@ -348,6 +362,9 @@ func (st *reqState) query() (url.Values, error) {
 
 // checkQuery answers 400 for a query string that does not decode (query).
 func (st *reqState) checkQuery() *rawOut {
+	if st.r.URL.RawQuery == "" {
+		return nil // nothing to decode (and no empty url.Values to make)
+	}
 	if _, err := st.query(); err != nil {
 		return st.errorOut(err)
 	}

@@ -94,6 +94,15 @@ func yapOut(status int, y *yaps.Yap) *rawOut {
 	return &rawOut{Status: status, ContentType: "application/json", Body: yaps.AppendYapJSON(make([]byte, 0, 384), y)}
 }
 
+// pooledYapOut is yapOut into a buffer taken from pageBufs, which the
+// middleware gives back once the answer is written (reqState.buf).
+func pooledYapOut(st *reqState, status int, y *yaps.Yap) *rawOut {
+	st.buf = pageBufs.Get().(*[]byte)
+	b := yaps.AppendYapJSON((*st.buf)[:0], y)
+	*st.buf = b
+	return &rawOut{Status: status, ContentType: "application/json", Body: b}
+}
+
 // listOut renders l as a List response.
 func listOut(status int, l *yaps.List) *rawOut {
 	return &rawOut{Status: status, ContentType: "application/json", Body: yaps.AppendListJSON(make([]byte, 0, 256), l)}
@@ -110,8 +119,9 @@ func listWithRoleOut(l *yaps.List, role yaps.Role) *rawOut {
 	return &rawOut{Status: http.StatusOK, ContentType: "application/json", Body: b}
 }
 
-// pageBufs recycles the buffers of page answers: the middleware returns a
-// request's buffer once the answer is written (reqState.buf).
+// pageBufs recycles the buffers of page answers and created yaps: the
+// middleware returns a request's buffer once the answer is written
+// (reqState.buf).
 var pageBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
 // maxPooledBuf is the largest buffer kept for reuse.

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"strings"
 )
 
 // A one-pass reader of a JSON object body, for the common case: every
@@ -225,10 +227,45 @@ func (s *scanner) digits() bool {
 }
 
 // plainJSONString returns the text of a JSON string value without escapes,
-// or false: the value's bytes between its quotes are the text itself.
+// or false: the value's bytes between its quotes are the text itself. The
+// member names and enum values of the request bodies are returned from
+// knownStrings, without allocating.
 func plainJSONString(v json.RawMessage) (string, bool) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.IndexByte(v[1:len(v)-1], '\\') >= 0 {
 		return "", false
 	}
-	return string(v[1 : len(v)-1]), true
+	text := v[1 : len(v)-1]
+	if len(text) <= knownStrings.maxLen {
+		if s, ok := knownStrings.m[string(text)]; ok { // a lookup by string(text) does not allocate
+			return s, true
+		}
+	}
+	return string(text), true
 }
+
+// knownStrings holds the member names (json tags) and enum values (enum
+// tags) of the request bodies: nearly every name and most short values a
+// body holds.
+var knownStrings = func() (k struct {
+	m      map[string]string
+	maxLen int
+}) {
+	k.m = map[string]string{}
+	add := func(s string) {
+		if s != "" && s != "-" {
+			k.m[s] = s
+			k.maxLen = max(k.maxLen, len(s))
+		}
+	}
+	for _, body := range []any{YapRequest{}, CreateListRequest{}, PatchListRequest{}, IssuePermissionRequest{}} {
+		t := reflect.TypeOf(body)
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			add(name)
+			for _, v := range strings.Split(t.Field(i).Tag.Get("enum"), ",") {
+				add(v)
+			}
+		}
+	}
+	return k
+}()

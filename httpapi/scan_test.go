@@ -75,3 +75,24 @@ func FuzzScanObject(f *testing.F) {
 		}
 	})
 }
+
+// plainJSONString returns the same text for the names and enum values it
+// interns as for any other string, and takes no allocation for them.
+func TestPlainJSONStringKnown(t *testing.T) {
+	for _, s := range []string{"kind", "content", "status", "createdAt", "in_progress", "task", "tasks:write", "title",
+		"tas", "taskx", "Task", "", "unknown member", "a much longer string than any member name or enum value"} {
+		got, ok := plainJSONString(json.RawMessage(`"` + s + `"`))
+		if !ok || got != s {
+			t.Errorf("plainJSONString(%q) = %q, %v", s, got, ok)
+		}
+	}
+	for _, s := range []string{"kind", "status", "in_progress", "deletedAt"} {
+		if _, ok := knownStrings.m[s]; !ok {
+			t.Errorf("%q is not interned", s)
+		}
+	}
+	raw := json.RawMessage(`"in_progress"`)
+	if n := testing.AllocsPerRun(100, func() { _, _ = plainJSONString(raw) }); n != 0 {
+		t.Errorf("plainJSONString of an enum value allocates %v times", n)
+	}
+}

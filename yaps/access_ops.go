@@ -53,8 +53,10 @@ func (s *Service) authenticate(ctx context.Context, ref, code string, cached boo
 	h := []byte(nil)
 	if code != "" && WellFormedCode(code) {
 		h = HashSecret(code)
-		if l, p, ok := s.auth.get(ref, h); ok && cached {
-			return &Actor{List: l, Permission: p}, nil
+		if cached {
+			if a, ok := s.auth.actor(ref, h); ok {
+				return a, nil
+			}
 		}
 	}
 	ticket := s.auth.ticket()
@@ -414,9 +416,11 @@ func (s *Service) RequestAccount(ctx context.Context, authorization, xAccountKey
 // ID names no account to own lists or to count requests against, and all
 // such callers would share one rate-limit bucket.
 func CheckAccount(acct *Account, err error) (*Account, error) {
-	var e *Error
-	if err != nil && errors.As(err, &e) {
-		return nil, err
+	if err != nil {
+		var e *Error // declared here: errors.As makes it escape to the heap
+		if errors.As(err, &e) {
+			return nil, err
+		}
 	}
 	if err != nil || (acct != nil && acct.ID == "") {
 		return nil, Errorf(EUNAUTHORIZED, "invalid account credential")

@@ -55,26 +55,44 @@ func (c *authCache) enabled() bool { return c != nil && c.ttl > 0 }
 
 // get returns copies of the cached list and permission for ref and hash.
 func (c *authCache) get(ref string, hash []byte) (*List, *Permission, bool) {
-	if !c.enabled() {
+	l, p, ok := c.lookup(ref, hash)
+	if !ok {
 		return nil, nil, false
+	}
+	return l.Clone(), clonePermission(&p), true
+}
+
+// actor is get as an Actor of the list and permission: the three are
+// allocated together (authenticate runs on every request).
+func (c *authCache) actor(ref string, hash []byte) (*Actor, bool) {
+	l, p, ok := c.lookup(ref, hash)
+	if !ok {
+		return nil, false
+	}
+	x := &struct {
+		a Actor
+		l List
+		p Permission
+	}{l: *l.Clone(), p: *clonePermission(&p)}
+	x.a = Actor{List: &x.l, Permission: &x.p}
+	return &x.a, true
+}
+
+// lookup returns the cached list and permission for ref and hash, which
+// share memory with the cache (get and actor copy them).
+func (c *authCache) lookup(ref string, hash []byte) (l List, p Permission, ok bool) {
+	if !c.enabled() {
+		return l, p, false
 	}
 	c.mu.RLock()
 	e := c.lists[ref]
-	var (
-		l  List
-		p  Permission
-		ok bool
-	)
 	if e != nil && !c.suspended && time.Now().Before(e.expires) {
 		if p, ok = e.perms[string(hash)]; ok {
 			l = e.list
 		}
 	}
 	c.mu.RUnlock()
-	if !ok {
-		return nil, nil, false
-	}
-	return l.Clone(), clonePermission(&p), true
+	return l, p, ok
 }
 
 // ticket is taken before a store read whose result may fill the cache.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -456,5 +457,131 @@ func TestProjectedMatchesRead(t *testing.T) {
 		read, err := readYap("L", "y1", v)
 		require.NoError(t, err)
 		require.Equal(t, read, projected(&y), "%s", y.Kind)
+	}
+}
+
+// setNewYap makes the update inserting newYapMap makes, byte for byte, for
+// every kind and member, into an empty document and one with a yap.
+func TestSetNewYapSameUpdate(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 12, 0, 0, 123_000_000, time.UTC)
+	later := now.Add(time.Hour)
+	title, loc := "Trip", "Oslo"
+	prio := PriorityUrgent
+	for i, y := range []Yap{
+		{Kind: KindTask, Content: "Milk", Status: StatusOpen},
+		{Kind: KindTask, Content: "", Status: StatusDone, Priority: &prio, DueAt: &later, Tags: []string{"a", "b"}},
+		{Kind: KindTask, Content: "x\u00e9\U0001F600", Status: StatusOpen, Tags: []string{}},
+		{Kind: KindNote, Body: "pack\nboots", Title: &title, Tags: []string{"trip"}},
+		{Kind: KindNote, Body: ""},
+		{Kind: KindEvent, Title: &title, StartsAt: &now, EndsAt: &later, Location: &loc},
+		{Kind: KindTask, Content: "deleted", Status: StatusOpen, DeletedAt: &later},
+	} {
+		y.ID, y.ListRef, y.CreatedAt, y.UpdatedAt = fmt.Sprintf("y%d", i), "L", now, now
+		for _, existing := range []bool{false, true} {
+			updates := func(set func(ym *yjs.Map)) (tx []byte, state []byte) {
+				d := yjs.NewDoc(yjs.WithClientID(7))
+				ym := d.GetMap(rootYaps)
+				if existing {
+					prev := Yap{ID: "prev", ListRef: "L", Kind: KindNote, Body: "b", CreatedAt: now, UpdatedAt: now}
+					d.Transact(func(*yjs.Transaction) { setNewYap(ym, &prev) }, nil)
+				}
+				unsub := d.OnUpdate(func(u []byte, _ any) { tx = u })
+				d.Transact(func(*yjs.Transaction) { set(ym) }, nil)
+				unsub()
+				state, err := d.EncodeStateAsUpdate(nil)
+				require.NoError(t, err)
+				return tx, state
+			}
+			wantTx, wantState := updates(func(ym *yjs.Map) { ym.Set(y.ID, newYapMap(&y)) })
+			gotTx, gotState := updates(func(ym *yjs.Map) { setNewYap(ym, &y) })
+			require.NotEmpty(t, wantTx)
+			require.Equal(t, wantTx, gotTx, "%s %d existing=%v", y.Kind, i, existing)
+			require.Equal(t, wantState, gotState, "%s %d existing=%v", y.Kind, i, existing)
+		}
+	}
+}
+
+// setNewYap makes, byte for byte, the update of a yap map built member by
+// member as a prelim map with a prelim text (how CreateYap wrote yaps).
+func TestSetNewYapSameAsPrelim(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 12, 0, 0, 123_000_000, time.UTC)
+	y := Yap{ID: "y1", ListRef: "L", Kind: KindTask, Content: "Milk \U0001F600", Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
+	update := func(set func(ym *yjs.Map)) (u []byte) {
+		d := yjs.NewDoc(yjs.WithClientID(7))
+		unsub := d.OnUpdate(func(b []byte, _ any) { u = b })
+		d.Transact(func(*yjs.Transaction) { set(d.GetMap(rootYaps)) }, nil)
+		unsub()
+		return u
+	}
+	want := update(func(ym *yjs.Map) {
+		m := yjs.NewMap()
+		m.Set("id", y.ID)
+		m.Set("kind", string(y.Kind))
+		m.Set("createdAt", FormatTime(y.CreatedAt))
+		m.Set("updatedAt", FormatTime(y.UpdatedAt))
+		m.Set("content", yjs.NewText(y.Content))
+		m.Set("status", string(y.Status))
+		ym.Set(y.ID, m)
+	})
+	require.Equal(t, want, update(func(ym *yjs.Map) { setNewYap(ym, &y) }))
+	require.Equal(t, want, update(func(ym *yjs.Map) { ym.Set(y.ID, newYapMap(&y)) }))
+}
+
+// An edit inside an edit joins the outer edit's transaction, as nested
+// yjs transactions do: the updates and origins recorded before stay, and
+// the outer edit records one update holding both.
+func TestNestedEditJoinsOuter(t *testing.T) {
+	t.Parallel()
+	d := yjs.NewDoc(yjs.WithClientID(7))
+	m := d.GetMap("m")
+	w := &writeOp{e: &docEntry{}, doc: d}
+	w.edit(func() { m.Set("a", "A") }, "o1")
+	w.edit(func() {
+		w.edit(func() { m.Set("b", "B") }, "inner")
+		m.Set("c", "C")
+	}, "o2")
+	require.Len(t, w.updates, 2)
+	require.Equal(t, []any{"o1", "o2"}, w.origins)
+	fresh := yjs.NewDoc()
+	for _, u := range w.updates {
+		require.NoError(t, fresh.ApplyUpdate(u, nil))
+	}
+	require.Equal(t, map[string]any{"a": "A", "b": "B", "c": "C"}, fresh.GetMap("m").ToJSON())
+}
+
+// fieldsPresent lists the fields in kindFields' order: each field set
+// alone on a kind that lacks it is refused under its own name.
+func TestWrongFieldNamed(t *testing.T) {
+	t.Parallel()
+	set := map[string]func(f *YapFields){
+		"content":  func(f *YapFields) { f.Content = Set("x") },
+		"status":   func(f *YapFields) { f.Status = Set(StatusOpen) },
+		"priority": func(f *YapFields) { f.Priority = Set(PriorityUrgent) },
+		"dueAt":    func(f *YapFields) { f.DueAt = Set(time.Unix(0, 0)) },
+		"tags":     func(f *YapFields) { f.Tags = Set([]string{"a"}) },
+		"title":    func(f *YapFields) { f.Title = Set("x") },
+		"body":     func(f *YapFields) { f.Body = Set("x") },
+		"startsAt": func(f *YapFields) { f.StartsAt = Set(time.Unix(0, 0)) },
+		"endsAt":   func(f *YapFields) { f.EndsAt = Set(time.Unix(0, 0)) },
+		"location": func(f *YapFields) { f.Location = Set("x") },
+	}
+	require.Len(t, set, len(kindFields))
+	for _, x := range kindFields {
+		var f YapFields
+		require.Contains(t, set, x.name)
+		set[x.name](&f)
+		refused := false
+		for _, k := range []Kind{KindTask, KindNote, KindEvent} {
+			if slices.Contains(x.kinds, k) {
+				continue
+			}
+			refused = true
+			err := applyFields(&Yap{Kind: k}, &f, false)
+			require.Equal(t, EINVALID, ErrorCode(err), "%s on a %s", x.name, k)
+			require.Equal(t, fmt.Sprintf("wrong field for the kind %s: %s", k, x.name), ErrorMessage(err))
+		}
+		require.True(t, refused, "%s belongs to every kind", x.name)
 	}
 }

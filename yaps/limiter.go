@@ -78,6 +78,11 @@ func AddressKey(ip string) string {
 	if err != nil {
 		return ip
 	}
+	if addr.Is4() {
+		// ParseAddr takes an IPv4 address only in its canonical form (no
+		// leading zeros): ip is addr.String() already, without allocating.
+		return ip
+	}
 	addr = addr.Unmap()
 	if nat64.Contains(addr) {
 		// A NAT64 gateway puts every IPv4 client it serves in one /96:

@@ -289,6 +289,17 @@ func newYapMap(y *Yap) *yjs.Map {
 	return m
 }
 
+// setNewYap sets ym's member y.ID to a new map holding y, inside the
+// caller's document transaction. The map is inserted empty and filled
+// after: the same structs with the same clocks, hence the same update, as
+// ym.Set(y.ID, newYapMap(y)), without staging each member in the prelim
+// map first (its map, key list and boxed values).
+func setNewYap(ym *yjs.Map, y *Yap) {
+	m := yjs.NewMap()
+	ym.Set(y.ID, m)
+	writeYap(m, y)
+}
+
 // schemaKeys are the yap members of every kind; writeYap removes those
 // that do not belong to the yap's kind. Other keys are left alone.
 var schemaKeys = map[Kind][]string{
@@ -341,7 +352,15 @@ func writeYap(m *yjs.Map, y *Yap) {
 		if t, ok := v.(*yjs.Text); ok && editText(t, *n) {
 			return
 		}
-		m.Set(key, yjs.NewText(*n))
+		// Inserted empty, then filled: the same structs and clocks as
+		// m.Set(key, yjs.NewText(*n)), but when m is in a document the
+		// text is then edited directly, without staging its content in
+		// a prelim op (a closure) first.
+		t := yjs.NewText("")
+		m.Set(key, t)
+		if *n != "" {
+			t.Insert(0, *n, nil)
+		}
 	}
 	strp := func(s string) *string { return &s }
 	setPlain("id", strp(y.ID))

@@ -69,3 +69,33 @@ func TestPreparedNewYap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "two", got.Body)
 }
+
+// The yap CreateYap returns is the caller's: the service keeps none of its
+// memory, so a caller that changes it and then writes the change is not
+// told that nothing changed (GetYap reads the store, not the view).
+func TestCreateYapReturnsOwnCopy(t *testing.T) {
+	t.Parallel()
+	e := newEnvOn(t, memstore.New())
+	owner := e.list()
+	for i := range 2 { // the first write loads the document, the others write ahead
+		y, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindTask, task("buy milk"), "", nil)
+		require.NoError(t, err, i)
+		y.Content = "changed"
+		_, err = e.svc.UpdateYap(e.ctx, owner, y.ID, yaps.YapFields{Content: yaps.Set("changed")}, "")
+		require.NoError(t, err)
+		got, err := e.svc.GetYap(e.ctx, owner, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, "changed", got.Content, i)
+
+		// So for the members held by pointer.
+		n, _, err := e.svc.CreateYap(e.ctx, owner, yaps.KindNote, yaps.YapFields{
+			Title: yaps.Set("old"), Body: yaps.Set("b")}, "", nil)
+		require.NoError(t, err, i)
+		*n.Title = "new"
+		_, err = e.svc.UpdateYap(e.ctx, owner, n.ID, yaps.YapFields{Title: yaps.Set("new")}, "")
+		require.NoError(t, err)
+		got, err = e.svc.GetYap(e.ctx, owner, n.ID)
+		require.NoError(t, err)
+		require.Equal(t, "new", *got.Title, i)
+	}
+}

@@ -173,29 +173,38 @@ func ValidateYap(y *Yap) error {
 	return nil
 }
 
-// kindFields says which members of YapFields belong to which kind. A
-// table, not a literal built per call: this runs on every yap write.
+// kindFields says which members of YapFields belong to which kind, in the
+// order of fieldsPresent (TestWrongFieldNamed). A table, not a literal
+// built per call: this runs on every yap write.
 var kindFields = [...]struct {
-	name    string
-	kinds   []Kind
-	present func(*YapFields) bool
+	name  string
+	kinds []Kind
 }{
-	{"content", []Kind{KindTask}, func(f *YapFields) bool { return f.Content.Present }},
-	{"status", []Kind{KindTask}, func(f *YapFields) bool { return f.Status.Present }},
-	{"priority", []Kind{KindTask}, func(f *YapFields) bool { return f.Priority.Present }},
-	{"dueAt", []Kind{KindTask}, func(f *YapFields) bool { return f.DueAt.Present }},
-	{"tags", []Kind{KindTask, KindNote}, func(f *YapFields) bool { return f.Tags.Present }},
-	{"title", []Kind{KindNote, KindEvent}, func(f *YapFields) bool { return f.Title.Present }},
-	{"body", []Kind{KindNote}, func(f *YapFields) bool { return f.Body.Present }},
-	{"startsAt", []Kind{KindEvent}, func(f *YapFields) bool { return f.StartsAt.Present }},
-	{"endsAt", []Kind{KindEvent}, func(f *YapFields) bool { return f.EndsAt.Present }},
-	{"location", []Kind{KindEvent}, func(f *YapFields) bool { return f.Location.Present }},
+	{"content", []Kind{KindTask}},
+	{"status", []Kind{KindTask}},
+	{"priority", []Kind{KindTask}},
+	{"dueAt", []Kind{KindTask}},
+	{"tags", []Kind{KindTask, KindNote}},
+	{"title", []Kind{KindNote, KindEvent}},
+	{"body", []Kind{KindNote}},
+	{"startsAt", []Kind{KindEvent}},
+	{"endsAt", []Kind{KindEvent}},
+	{"location", []Kind{KindEvent}},
+}
+
+// fieldsPresent reports which fields of kindFields f sets, in its order.
+// Read directly, not through a func per field: an indirect call would
+// make every caller's YapFields escape to the heap.
+func fieldsPresent(f *YapFields) [len(kindFields)]bool {
+	return [...]bool{f.Content.Present, f.Status.Present, f.Priority.Present, f.DueAt.Present, f.Tags.Present,
+		f.Title.Present, f.Body.Present, f.StartsAt.Present, f.EndsAt.Present, f.Location.Present}
 }
 
 // wrongFields returns the first field set in f that kind does not have.
 func wrongFields(kind Kind, f *YapFields) string {
-	for _, x := range kindFields {
-		if x.present(f) && !slices.Contains(x.kinds, kind) {
+	present := fieldsPresent(f)
+	for i, x := range kindFields {
+		if present[i] && !slices.Contains(x.kinds, kind) {
 			return x.name
 		}
 	}

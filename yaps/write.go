@@ -33,6 +33,10 @@ type writeOp struct {
 	// (a sync update that needed no compensation), so commit projects
 	// them without reading and validating them again. Any edit clears it.
 	valid map[string]*Yap
+	// created is the yap CreateYap created, as the document holds it now:
+	// commit projects it as if it were touched and in valid, without a map
+	// for each. Any edit clears it.
+	created *Yap
 	// A scratch map of applyClientUpdate, cleared and reused by the next
 	// update of a batch until it becomes valid.
 	scratchValid map[string]*Yap
@@ -54,6 +58,15 @@ type writeOp struct {
 	sync        bool   // client updates: they set grew (not server fixes)
 	grew        bool   // a client update inserted something
 	shrink      bool   // a removal (DELETE yap, archive): not refused by the limits
+
+	// recorder records an edit's updates (edit); room for the usual
+	// write's one update, its origin and one audit entry, so that
+	// recording them takes no allocation of its own (edit, auditf).
+	recorder  yjs.UpdateRecorder
+	editing   bool // in edit's fn: a nested edit joins it
+	updateBuf [1][]byte
+	originBuf [1]any
+	auditBuf  [1]*AuditEntry
 }
 
 // batchView holds the yaps (nil: absent) and list fields as the updates
@@ -66,16 +79,31 @@ type batchView struct {
 var errReload = errors.New("yaps: document must be reloaded")
 
 // edit runs fn in one document transaction and records the update it made.
+// An edit inside an edit joins the outer one's transaction, which records
+// the update (as nested yjs transactions do).
 func (w *writeOp) edit(fn func(), origin any) {
-	var got [][]byte
-	unsub := w.doc.OnUpdate(func(u []byte, _ any) { got = append(got, u) })
+	if w.editing {
+		fn()
+		return
+	}
+	if w.updates == nil {
+		w.updates = w.updateBuf[:0]
+	}
+	n := len(w.updates)
+	// The recorder appends to w.updates itself: no observer, closure or
+	// unsubscribe func allocated per edit (yjs.Doc.OnUpdate).
+	w.recorder.Updates = w.updates
 	w.dirty = true
-	w.valid = nil
+	w.valid, w.created = nil, nil
 	w.e.owners = nil // the edit may add or replace yaps and members
-	w.doc.Transact(func(*yjs.Transaction) { fn() }, origin)
-	unsub()
-	for _, u := range got {
-		w.updates = append(w.updates, u)
+	w.editing = true
+	w.doc.TransactRecorded(&w.recorder, fn, origin)
+	w.editing = false
+	w.updates, w.recorder.Updates = w.recorder.Updates, nil
+	if w.origins == nil {
+		w.origins = w.originBuf[:0]
+	}
+	for range w.updates[n:] {
 		w.origins = append(w.origins, origin)
 	}
 }
@@ -89,6 +117,9 @@ func (w *writeOp) touch(id string) {
 
 func (w *writeOp) auditf(action, yapID, detail string) {
 	if w.actor != nil {
+		if w.audits == nil {
+			w.audits = w.auditBuf[:0]
+		}
 		w.audits = append(w.audits, w.s.audit(w.actor, action, yapID, detail))
 	}
 }
@@ -294,9 +325,15 @@ func (w *writeOp) commit() error {
 		for id := range ids {
 			sorted = append(sorted, id)
 		}
+		if c := w.created; c != nil && !ids[c.ID] {
+			sorted = append(sorted, c.ID)
+		}
 		slices.Sort(sorted)
 		for _, id := range sorted {
 			y := w.valid[id]
+			if c := w.created; c != nil && c.ID == id {
+				y = c
+			}
 			if v, ok := ym.Get(id); ok && y == nil {
 				if yy, err := readYap(e.ref, id, v); err == nil && ValidateYap(yy) == nil {
 					y = yy

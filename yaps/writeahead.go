@@ -37,8 +37,10 @@ var errWriteAhead = errors.New("yaps: write ahead not possible")
 // when the caller must run the ordinary path. e.mu is held.
 func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, fn func(w *writeOp) error) error {
 	a := firstActor(actors)
-	row := *e.row
-	rec := &writeAheadTx{list: row.Clone(), seq: row.DocVersion}
+	// ops: room for the usual write (an update, a yap, an audit entry)
+	// without growing.
+	rec := &writeAheadTx{list: *e.row.Clone(), seq: e.row.DocVersion, ops: make([]PreparedOp, 0, 4)}
+	row := &rec.list // the row the preparation assumes; nothing changes it
 	w := &writeOp{s: s, tx: rec, e: e, doc: e.doc, actor: a, list: *row.Clone()}
 	w.startLimits()
 	if err := fn(w); err != nil {
@@ -55,7 +57,7 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, 
 	}
 	// A PreparedWrite checks one permission.
 	if pw, ok := s.cfg.Store.(PreparedWriter); ok && rec.preparable() && len(actors) <= 1 {
-		p := rec.prepared(&row, a)
+		p := rec.prepared(row, a)
 		applied, err := pw.WritePrepared(ctx, p)
 		switch {
 		case errors.Is(err, ErrPreparedUnsupported):
@@ -73,7 +75,6 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, 
 			return nil
 		}
 	}
-	stale := false
 	// The replay reads through tx and writes what rec holds: it may run
 	// again (ReplayableUpdater).
 	update := s.cfg.Store.Update
@@ -81,9 +82,9 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, 
 		update = ru.UpdateReplayable
 	}
 	err := update(ctx, e.ref, func(tx Tx) error {
-		stale = false
-		if !sameListRow(tx.List(), &row) {
-			stale = true
+		rec.stale = false
+		if !sameListRow(tx.List(), row) {
+			rec.stale = true
 			return errWriteAhead
 		}
 		if err := s.allActive(tx, actors); err != nil {
@@ -92,10 +93,10 @@ func (s *Service) writeAhead(ctx context.Context, e *docEntry, actors []*Actor, 
 		return rec.replay(tx)
 	})
 	if err != nil {
-		if w.dirty || stale {
+		if w.dirty || rec.stale {
 			e.drop()
 		}
-		if stale {
+		if rec.stale {
 			return errWriteAhead
 		}
 		return err
@@ -117,7 +118,8 @@ func sameListRow(a, b *List) bool {
 // replays them inside the real transaction for the other stores. Reads are
 // not available (errWriteAhead).
 type writeAheadTx struct {
-	list  *List
+	list  List         // the list row as the write starts (a copy of the cache's)
+	stale bool         // the replay found another row in the store (writeAhead)
 	seq   int64        // last seq handed out
 	ops   []PreparedOp // in order
 	saved *List        // the last SaveList
@@ -130,10 +132,11 @@ func (r *writeAheadTx) preparable() bool { return len(r.idem) == 0 && r.seq > r.
 
 // prepared returns the recorded writes as a PreparedWrite against row.
 func (r *writeAheadTx) prepared(row *List, a *Actor) *PreparedWrite {
-	l := r.list.Clone()
+	src := &r.list
 	if r.saved != nil {
-		l = r.saved.Clone()
+		src = r.saved
 	}
+	l := src.Clone()
 	l.DocVersion = r.seq
 	p := &PreparedWrite{Expect: row, List: l, Ops: r.ops}
 	if a != nil {

@@ -43,34 +43,35 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 		}
 	}
 	now := s.now()
-	y = &Yap{ID: newID(), ListRef: ref, Kind: kind, CreatedAt: now, UpdatedAt: now}
-	if err := applyFields(y, &f, true); err != nil {
+	// A local, not the result y: the closure below would move y to the
+	// heap, as the returns assign it after.
+	ny := &Yap{ID: newID(), ListRef: ref, Kind: kind, CreatedAt: now, UpdatedAt: now}
+	if err := applyFields(ny, &f, true); err != nil {
 		return nil, nil, err
 	}
-	if err := ValidateYap(y); err != nil {
+	if err := ValidateYap(ny); err != nil {
 		return nil, nil, err
 	}
 	err = s.write(ctx, ref, a, func(w *writeOp) error {
 		if err := writable(&w.list); err != nil {
 			return err
 		}
-		if err := w.refuseAtItemLimit(y); err != nil {
+		if err := w.refuseAtItemLimit(ny); err != nil {
 			return err
 		}
 		ym := w.doc.GetMap(rootYaps)
-		w.edit(func() { ym.Set(y.ID, newYapMap(y)) }, nil)
-		w.touch(y.ID)
-		// The document holds y now, as readYap would read it back (a
+		w.edit(func() { setNewYap(ym, ny) }, nil)
+		// The document holds ny now, as readYap would read it back (a
 		// validated yap, times at the millisecond): commit need not.
-		w.valid = map[string]*Yap{y.ID: projected(y)}
-		w.auditf("yap.create", y.ID, string(kind))
+		w.created = projected(ny)
+		w.auditf("yap.create", ny.ID, string(kind))
 		if idemKey != "" {
-			body, err := s.cfg.Render(y)
+			body, err := s.cfg.Render(ny)
 			if err != nil {
 				return internal(err, "could not render the answer")
 			}
 			return w.tx.PutIdempotency(sealRecord(&IdempotencyRecord{Scope: yapScope(ref), Key: idemKey,
-				RequestHash: requestHash, Status: 201, Body: body, ETag: YapETag(y), CreatedAt: now, ReplaceBefore: s.idemCutoff(now)}))
+				RequestHash: requestHash, Status: 201, Body: body, ETag: YapETag(ny), CreatedAt: now, ReplaceBefore: s.idemCutoff(now)}))
 		}
 		return nil
 	})
@@ -82,17 +83,31 @@ func (s *Service) CreateYap(ctx context.Context, a *Actor, kind Kind, f YapField
 		}
 		return nil, nil, err
 	}
-	return copyYap(y), nil, nil
+	// ny is the caller's: nothing kept it or its members (the view holds
+	// projected(ny), the store its own copy).
+	return ny, nil, nil
 }
 
-// projected is y as readYap reads it back from newYapMap(y): a copy, with
-// no tags as nil.
+// projected is y as readYap reads it back from newYapMap(y) (or
+// setNewYap): a copy sharing no memory with y, with no tags as nil.
 func projected(y *Yap) *Yap {
 	p := copyYap(y)
 	if len(p.Tags) == 0 {
 		p.Tags = nil
 	}
+	p.Title, p.Location = clonePtr(y.Title), clonePtr(y.Location)
+	p.Priority = clonePtr(y.Priority)
+	p.DueAt, p.StartsAt, p.EndsAt, p.DeletedAt = clonePtr(y.DueAt), clonePtr(y.StartsAt), clonePtr(y.EndsAt), clonePtr(y.DeletedAt)
 	return p
+}
+
+// clonePtr returns a pointer to a copy of *v, nil for nil.
+func clonePtr[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
 }
 
 // current returns the yap id as the document holds it, or ENOTFOUND (also

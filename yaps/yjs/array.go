@@ -44,7 +44,7 @@ func (a *Array) TryInsert(index int, values ...any) error {
 			return errLength(index, len(a.prelimList))
 		}
 		for _, v := range values {
-			if _, _, _, err := contentFor(v); err != nil {
+			if err := checkValue(v); err != nil {
 				return err
 			}
 		}

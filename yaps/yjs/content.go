@@ -41,6 +41,21 @@ type contentExt struct {
 	doc     *Doc
 }
 
+// anyExt is a contentExt and the backing array of its one value, so that
+// a map entry's value takes one allocation instead of two.
+type anyExt struct {
+	contentExt
+	one [1]any
+}
+
+// newAnyExt returns the ext of a ContentAny holding v alone (vals has
+// length and capacity 1, as []any{v} would).
+func newAnyExt(v any) *contentExt {
+	x := &anyExt{one: [1]any{v}}
+	x.vals = x.one[:]
+	return &x.contentExt
+}
+
 // lenMax bounds a lib0 varuint (a length or a count) in bytes.
 const lenMax = 10
 

@@ -620,6 +620,9 @@ func utf16LenString(s string) int {
 func normalizeAny(v any) any {
 	switch x := v.(type) {
 	case string:
+		if utf8.ValidString(x) {
+			return v // as it is: converting x back to any would allocate
+		}
 		return validString(x)
 	case int:
 		return normalizeInt(int64(x))

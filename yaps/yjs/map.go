@@ -23,7 +23,7 @@ func (m *Map) Set(key string, value any) {
 
 // TrySet is Set returning an error for unsupported values.
 func (m *Map) TrySet(key string, value any) error {
-	if _, _, _, err := contentFor(value); err != nil {
+	if err := checkValue(value); err != nil {
 		return err
 	}
 	if m.doc == nil {
@@ -31,6 +31,11 @@ func (m *Map) TrySet(key string, value any) error {
 			m.prelimMap = map[string]any{}
 		}
 		if _, ok := m.prelimMap[key]; !ok {
+			if m.prelimKeys == nil {
+				// A prelim map is usually filled with a handful of keys
+				// (a yap's members): grow once, not at 1, 2, 4 and 8.
+				m.prelimKeys = make([]string, 0, 8)
+			}
 			m.prelimKeys = append(m.prelimKeys, key)
 		}
 		m.prelimMap[key] = value

@@ -603,7 +603,10 @@ func (d *Doc) finishCleanup(tx *Transaction) {
 	if len(d.updateObservers) > 0 {
 		if upd := tx.encodeUpdate(); upd != nil {
 			for _, o := range d.updateObservers {
-				if o.fn != nil {
+				switch {
+				case o.rec != nil:
+					o.rec.Updates = append(o.rec.Updates, upd)
+				case o.fn != nil:
 					o.fn(upd, tx.origin)
 				}
 			}

@@ -281,6 +281,9 @@ func (tx *Transaction) newLocalItem(left, right *item, parent *typeBase, c conte
 
 // contentFor converts a Go value into item content (array and map rules).
 func contentFor(v any) (content, int, bool, error) {
+	if err := checkValue(v); err != nil {
+		return content{}, 0, false, err
+	}
 	switch x := v.(type) {
 	case []byte:
 		return content{kind: kindBinary, ext: &contentExt{bin: x}}, 1, false, nil
@@ -292,15 +295,25 @@ func contentFor(v any) (content, int, bool, error) {
 		return content{kind: kindDoc, ext: &contentExt{key: x.guid, doc: x, val: opts}}, 1, false, nil
 	}
 	if t := asTypeBase(v); t != nil {
-		if t.doc != nil || t.item != nil {
-			return content{}, 0, false, fmt.Errorf("%w: type is already part of a document", ErrUnsupported)
-		}
 		return content{kind: kindType, ext: &contentExt{typ: t}}, 1, false, nil
 	}
-	if err := checkAny(v); err != nil {
-		return content{}, 0, false, err
-	}
 	return content{}, 0, true, nil
+}
+
+// checkValue returns the error contentFor returns for v, if any, without
+// building the content: for the callers that only validate.
+func checkValue(v any) error {
+	switch v.(type) {
+	case []byte, *Doc:
+		return nil
+	}
+	if t := asTypeBase(v); t != nil {
+		if t.doc != nil || t.item != nil {
+			return fmt.Errorf("%w: type is already part of a document", ErrUnsupported)
+		}
+		return nil
+	}
+	return checkAny(v)
 }
 
 func asTypeBase(v any) *typeBase {
@@ -379,7 +392,7 @@ func (t *typeBase) listInsert(tx *Transaction, index int, values []any) error {
 		return nil
 	}
 	for _, v := range values { // validate before changing anything
-		if _, _, _, err := contentFor(v); err != nil {
+		if err := checkValue(v); err != nil {
 			return err
 		}
 	}
@@ -519,7 +532,7 @@ func (t *typeBase) mapSet(tx *Transaction, key string, v any) error {
 		return err
 	}
 	if isAny {
-		c = content{kind: kindAny, ext: &contentExt{vals: []any{normalizeAny(v)}}}
+		c = content{kind: kindAny, ext: newAnyExt(normalizeAny(v))}
 		n = 1
 	}
 	key = validString(key)

@@ -27,7 +27,10 @@ type Doc struct {
 	afterTxObservers []*afterTxObserver
 }
 
-type updateObserver struct{ fn func([]byte, any) }
+type updateObserver struct {
+	fn  func([]byte, any)
+	rec *UpdateRecorder // instead of fn: append to rec.Updates
+}
 type afterTxObserver struct {
 	fn     func(*Transaction)
 	scoped bool // fn does not keep the transaction (OnAfterTransactionScoped)
@@ -161,6 +164,22 @@ func (d *Doc) Transact(fn func(tx *Transaction), origin any) {
 	}, origin, true)
 }
 
+// TransactRecorded is Transact for an fn that needs no *Transaction,
+// appending the v1 update of the transaction, if it changed d, to
+// r.Updates. r is registered only while fn runs and its transaction ends
+// (panic or not), and costs no allocation, unlike an OnUpdate observer. As
+// no caller sees the transaction, d may reuse its memory for the next one
+// (unless an observer is handed it). Nested in a transaction of d, fn
+// joins it and r records nothing. Not to be called from an observer of d.
+func (d *Doc) TransactRecorded(r *UpdateRecorder, fn func(), origin any) {
+	r.o.rec = r
+	d.updateObservers = append(d.updateObservers, &r.o)
+	defer func() { d.updateObservers = without(d.updateObservers, &r.o) }()
+	tx, initial := d.begin(origin, true)
+	defer d.end(tx, initial) // runs first: the update is recorded
+	fn()
+}
+
 func (d *Doc) transact(fn func(tx *Transaction), origin any, local bool) {
 	tx, initial := d.begin(origin, local)
 	defer d.end(tx, initial)
@@ -219,6 +238,13 @@ func (d *Doc) OnUpdate(fn func(update []byte, origin any)) (unsubscribe func()) 
 	}
 }
 
+// UpdateRecorder receives the updates of TransactRecorded; its owner keeps
+// it from one transaction to the next.
+type UpdateRecorder struct {
+	o       updateObserver
+	Updates [][]byte // appended to, in order; the owner resets it
+}
+
 // OnAfterTransaction registers fn to run after every transaction.
 func (d *Doc) OnAfterTransaction(fn func(tx *Transaction)) (unsubscribe func()) {
 	return d.onAfterTransaction(&afterTxObserver{fn: fn})
@@ -252,20 +278,22 @@ func (d *Doc) Attach(o *ScopedObserver) { d.afterTxObservers = append(d.afterTxO
 // Detach unregisters o from d, if attached. Detaching the observer
 // attached last, the usual case, reuses the list's memory for the next
 // Attach.
-func (d *Doc) Detach(o *ScopedObserver) {
-	obs := d.afterTxObservers
+func (d *Doc) Detach(o *ScopedObserver) { d.afterTxObservers = without(d.afterTxObservers, &o.o) }
+
+// without returns obs without o, if there. Removing the last, the usual
+// case, keeps the backing array for the next append (no allocation).
+func without[T any](obs []*T, o *T) []*T {
 	for i, x := range obs {
-		if x != &o.o {
+		if x != o {
 			continue
 		}
 		if i == len(obs)-1 {
 			obs[i] = nil
-			d.afterTxObservers = obs[:i]
-		} else {
-			d.afterTxObservers = append(obs[:i:i], obs[i+1:]...)
+			return obs[:i]
 		}
-		return
+		return append(obs[:i:i], obs[i+1:]...)
 	}
+	return obs
 }
 
 func (d *Doc) onAfterTransaction(o *afterTxObserver) (unsubscribe func()) {
