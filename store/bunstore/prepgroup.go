@@ -57,10 +57,10 @@ type prepGroup struct {
 // for the client. With a leader, the lead passed from the last batch's
 // leader to the next one through the scheduler (its wake-up queued behind
 // the writers of the batch just done), and the new leader yielded once
-// more to let late writers join: in the create-yap benchmark 160 and 120
-// µs (means) of every batch's 1.6 ms, against about 30 µs with the
-// batcher, which goes straight on with the writers that queued during the
-// batch.
+// more to let late writers join: in the create-yap benchmark 128-155 and
+// 109-118 µs (means) of every batch's 1.4-1.5 ms, against 11-17 and 2-3
+// µs with the batcher, which goes straight on with the writers that
+// queued during the batch.
 func (s *Store) groupPrepared(ctx context.Context, p *yaps.PreparedWrite) (bool, error) {
 	r := &prepReq{ctx: ctx, p: p, done: make(chan struct{}, 1)}
 	g := &s.prepGroup
