@@ -432,23 +432,31 @@ func array(m *yjs.Map, key string) *yjs.Array {
 	return v.(*yjs.Array)
 }
 
+// sampleYaps returns a yap of every kind with every member set, or left
+// out, at least once (without IDs and times but for the members').
+func sampleYaps(now time.Time) []Yap {
+	later := now.Add(time.Hour)
+	title, loc := "Trip", "Oslo"
+	prio := PriorityUrgent
+	return []Yap{
+		{Kind: KindTask, Content: "Milk", Status: StatusOpen},
+		{Kind: KindTask, Content: "", Status: StatusDone, Priority: &prio, DueAt: &later, Tags: []string{"a", "b"}},
+		{Kind: KindTask, Content: "x\u00e9\U0001F600", Status: StatusOpen, Tags: []string{}},
+		{Kind: KindNote, Body: "pack\nboots", Title: &title, Tags: []string{"trip"}},
+		{Kind: KindNote, Body: "pack\\nboots"},
+		{Kind: KindNote, Body: ""},
+		{Kind: KindEvent, Title: &title, StartsAt: &now, EndsAt: &later, Location: &loc},
+		{Kind: KindTask, Content: "deleted", Status: StatusOpen, DeletedAt: &later},
+	}
+}
+
 // What CreateYap hands commit instead of reading the new yap back
 // (projected) is what readYap reads from the map newYapMap writes, for
 // every kind and member.
 func TestProjectedMatchesRead(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 28, 12, 0, 0, 123_000_000, time.UTC)
-	later := now.Add(time.Hour)
-	title, loc := "Trip", "Oslo"
-	prio := PriorityUrgent
-	for _, y := range []Yap{
-		{Kind: KindTask, Content: "Milk", Status: StatusOpen},
-		{Kind: KindTask, Content: "", Status: StatusDone, Priority: &prio, DueAt: &later, Tags: []string{"a", "b"}},
-		{Kind: KindTask, Content: "x", Status: StatusOpen, Tags: []string{}},
-		{Kind: KindNote, Body: "pack\\nboots", Title: &title, Tags: []string{"trip"}},
-		{Kind: KindNote, Body: ""},
-		{Kind: KindEvent, Title: &title, StartsAt: &now, EndsAt: &later, Location: &loc},
-	} {
+	for _, y := range sampleYaps(now) {
 		y.ID, y.ListRef, y.CreatedAt, y.UpdatedAt = "y1", "L", now, now
 		require.NoError(t, ValidateYap(&y))
 		d := yjs.NewDoc()
@@ -465,18 +473,7 @@ func TestProjectedMatchesRead(t *testing.T) {
 func TestSetNewYapSameUpdate(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 28, 12, 0, 0, 123_000_000, time.UTC)
-	later := now.Add(time.Hour)
-	title, loc := "Trip", "Oslo"
-	prio := PriorityUrgent
-	for i, y := range []Yap{
-		{Kind: KindTask, Content: "Milk", Status: StatusOpen},
-		{Kind: KindTask, Content: "", Status: StatusDone, Priority: &prio, DueAt: &later, Tags: []string{"a", "b"}},
-		{Kind: KindTask, Content: "x\u00e9\U0001F600", Status: StatusOpen, Tags: []string{}},
-		{Kind: KindNote, Body: "pack\nboots", Title: &title, Tags: []string{"trip"}},
-		{Kind: KindNote, Body: ""},
-		{Kind: KindEvent, Title: &title, StartsAt: &now, EndsAt: &later, Location: &loc},
-		{Kind: KindTask, Content: "deleted", Status: StatusOpen, DeletedAt: &later},
-	} {
+	for i, y := range sampleYaps(now) {
 		y.ID, y.ListRef, y.CreatedAt, y.UpdatedAt = fmt.Sprintf("y%d", i), "L", now, now
 		for _, existing := range []bool{false, true} {
 			updates := func(set func(ym *yjs.Map)) (tx []byte, state []byte) {
