@@ -53,17 +53,9 @@ func newAuthCache(ttl time.Duration) *authCache {
 
 func (c *authCache) enabled() bool { return c != nil && c.ttl > 0 }
 
-// get returns copies of the cached list and permission for ref and hash.
-func (c *authCache) get(ref string, hash []byte) (*List, *Permission, bool) {
-	l, p, ok := c.lookup(ref, hash)
-	if !ok {
-		return nil, nil, false
-	}
-	return l.Clone(), clonePermission(&p), true
-}
-
-// actor is get as an Actor of the list and permission: the three are
-// allocated together (authenticate runs on every request).
+// actor returns copies of the cached list and permission for ref and
+// hash, as an Actor of them: the three are allocated together
+// (authenticate runs on every request).
 func (c *authCache) actor(ref string, hash []byte) (*Actor, bool) {
 	l, p, ok := c.lookup(ref, hash)
 	if !ok {
@@ -79,7 +71,7 @@ func (c *authCache) actor(ref string, hash []byte) (*Actor, bool) {
 }
 
 // lookup returns the cached list and permission for ref and hash, which
-// share memory with the cache (get and actor copy them).
+// share memory with the cache (actor copies them).
 func (c *authCache) lookup(ref string, hash []byte) (l List, p Permission, ok bool) {
 	if !c.enabled() {
 		return l, p, false
