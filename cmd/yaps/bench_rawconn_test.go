@@ -147,6 +147,7 @@ func readRawRequest(br *bufio.Reader) (received, error) {
 	}
 }
 
+// newReq returns a request with body, if not empty.
 func newReq(t *testing.T, method, url, body string) *http.Request {
 	t.Helper()
 	var rd io.Reader

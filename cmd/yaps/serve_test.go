@@ -502,12 +502,7 @@ func startChildCmd(t *testing.T, db string) (*exec.Cmd, string) {
 
 func doJSON(t *testing.T, method, url, code, body string, wantStatus int, out any) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(t, err)
+	req := newReq(t, method, url, body)
 	if code != "" {
 		req.Header.Set("Authorization", "Bearer "+code)
 	}
