@@ -349,9 +349,11 @@ func checkText(name, s string, mode textMode) error {
 // operation (those that read no parameter too, once the credential and role
 // checks of RULINGS R3 have passed), so a client learns of its mangled URL
 // wherever it sends one.
+//
+// An empty query string gives nil, which reads as empty.
 func (st *reqState) query() (url.Values, error) {
 	if st.r.URL.RawQuery == "" {
-		return url.Values{}, nil
+		return nil, nil
 	}
 	q, err := url.ParseQuery(st.r.URL.RawQuery)
 	if err != nil {
@@ -362,9 +364,6 @@ func (st *reqState) query() (url.Values, error) {
 
 // checkQuery answers 400 for a query string that does not decode (query).
 func (st *reqState) checkQuery() *rawOut {
-	if st.r.URL.RawQuery == "" {
-		return nil // nothing to decode (and no empty url.Values to make)
-	}
 	if _, err := st.query(); err != nil {
 		return st.errorOut(err)
 	}
