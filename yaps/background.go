@@ -178,8 +178,8 @@ func (s *Service) compactLater(e *docEntry) {
 
 // compactDue reports whether the entry's update log is due for compaction
 // (see Config.CompactAfter): more than CompactAfter updates that add up to
-// at least the state's size, or more updates than 16×CompactAfter plus one
-// per 64 bytes of state.
+// at least compactLogRatio times the state's size, or more updates than
+// 16×CompactAfter plus one per 64 bytes of state.
 //
 // The size condition keeps the cost of compaction, which rewrites the
 // whole state, proportional to what was written: a list that has grown
@@ -192,8 +192,20 @@ func (s *Service) compactLater(e *docEntry) {
 // few thousand writes however little they add.
 func (s *Service) compactDue(e *docEntry) bool {
 	c := int64(s.cfg.CompactAfter)
-	return e.sinceState > c && (e.sinceBytes >= e.stateBytes || e.sinceState > 16*c+e.stateBytes/64)
+	return e.sinceState > c && (e.sinceBytes >= compactLogRatio*e.stateBytes || e.sinceState > 16*c+e.stateBytes/64)
 }
+
+// compactLogRatio is how many times the state's size the update log grows
+// to before a compaction rewrites the state. Each compaction writes the
+// state anew, so over a list's life compaction writes about
+// (1+compactLogRatio)/compactLogRatio bytes of state per byte of update:
+// 2 with a ratio of 1, 1.25 with 4. In the create-yap benchmark on
+// Postgres, compaction was about a sixth of all CPU (the server's encoding,
+// Postgres's compression, TOAST and log deletes) with a ratio of 1. The
+// price is a longer log to replay when a list is loaded: a list of 1,500
+// yaps took 20-30 ms to load from its state alone, 35-48 with 1,500 created
+// yaps in its log and 88-101 with 6,000 (docs/decisions.md, Storage).
+const compactLogRatio = 4
 
 // CompactNow compacts the list's document at once (for tests and tools).
 func (s *Service) CompactNow(ctx context.Context, ref string) error {

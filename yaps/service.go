@@ -34,8 +34,9 @@ type Config struct {
 	// CompactAfter decides when a list's update log is compacted into its
 	// document state in the background: once more than CompactAfter
 	// updates were logged since the last compaction and they add up to at
-	// least the state's size (so large documents are not rewritten for
-	// every few hundred small edits), or once more than 16×CompactAfter
+	// least four times the state's size (so large documents are not
+	// rewritten for every few hundred small edits, and compaction writes
+	// about 1.25 bytes of state per byte logged), or once more than 16×CompactAfter
 	// plus one per 64 bytes of state were logged (which bounds the updates
 	// a load replays to about half the cost of decoding the state).
 	// Default: 200.
