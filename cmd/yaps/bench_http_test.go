@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,6 +182,7 @@ func TestBenchHTTPFlags(t *testing.T) {
 		func(c *benchHTTPConfig) { c.concurrency = 0 },
 		func(c *benchHTTPConfig) { c.duration = 2 * time.Hour },
 		func(c *benchHTTPConfig) { c.rounds = 0 },
+		func(c *benchHTTPConfig) { c.clientProcs = -1 },
 		func(c *benchHTTPConfig) { c.rate = -1 },
 		func(c *benchHTTPConfig) { c.rate = math.NaN() },
 		func(c *benchHTTPConfig) { c.maxInflight = 0 },
@@ -218,6 +220,7 @@ func TestBenchHTTPAgainstFake(t *testing.T) {
 	var (
 		mu    sync.Mutex
 		lists = map[string]int{} // ref -> yap count
+		procs = map[int]bool{}   // GOMAXPROCS seen while serving creates
 	)
 	auth := func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer yap_") {
@@ -243,6 +246,7 @@ func TestBenchHTTPAgainstFake(t *testing.T) {
 		}
 		mu.Lock()
 		lists[r.PathValue("ref")]++
+		procs[runtime.GOMAXPROCS(0)] = true // the server shares the generator's process here
 		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"id":"x"}`)
@@ -267,14 +271,42 @@ func TestBenchHTTPAgainstFake(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	for _, client := range []string{"--std-client=false", "--std-client=true"} {
+	// The load generator runs with --client-procs Go processors (default
+	// 1) and gives the process its own number back afterwards.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	for _, tc := range []struct {
+		client, procs string
+		want          int
+	}{
+		{"--std-client=false", "", 1},
+		{"--std-client=true", "--client-procs=0", 3},
+	} {
+		client := tc.client
+		mu.Lock()
+		clear(procs)
+		mu.Unlock()
 		var stdout, stderr bytes.Buffer
-		err := runBenchHTTP(context.Background(), []string{
+		args := []string{
 			"--targets", "yaps", "--url", srv.URL + "/api/v1", "--json", client,
 			"-c", "2", "-d", "300ms", "--warmup", "0", "--seed", "60", "--page", "50",
-		}, &stdout, &stderr)
+		}
+		if tc.procs != "" {
+			args = append(args, tc.procs)
+		}
+		err := runBenchHTTP(context.Background(), args, &stdout, &stderr)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", client, err, stderr.String())
+		}
+		mu.Lock()
+		if len(procs) != 1 || !procs[tc.want] {
+			t.Errorf("%s %s: GOMAXPROCS while loading %v, want only %d", client, tc.procs, procs, tc.want)
+		}
+		mu.Unlock()
+		if n := runtime.GOMAXPROCS(0); n != 3 {
+			t.Errorf("%s %s: GOMAXPROCS %d after the run, want 3 back", client, tc.procs, n)
+		}
+		if want := fmt.Sprintf("%d CPUs", min(runtime.NumCPU(), 3)); !strings.Contains(stderr.String(), want) {
+			t.Errorf("%s %s: header does not say %q:\n%s", client, tc.procs, want, stderr.String())
 		}
 		var got []string
 		for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
