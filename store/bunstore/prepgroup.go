@@ -43,6 +43,7 @@ type prepGroup struct {
 	mu        sync.Mutex
 	queue     []*prepReq
 	running   bool         // the batcher runs, or is about to
+	buf       []byte       // the parameter buffer of the batcher (one runs at a time), pipelineMulti
 	pipelines atomic.Int64 // pipelines sent, for tests
 	multiRow  atomic.Int64 // of which in the multi-row form (prepmulti.go)
 }
@@ -215,35 +216,32 @@ func (s *Store) runPreparedBatch(batch []*prepReq, sent func()) {
 // pipeline sends the writes of rs as one pipeline, calls sent, and, if
 // the pipeline committed, records their outcomes.
 func (s *Store) pipeline(c *pgx.Conn, rs []*prepReq, sent func()) error {
-	b := &pgx.Batch{}
-	queueLocks(b, rs)
-	m, multi := collectMulti(rs)
-	if multi {
+	var (
+		applied []bool
+		seqs    [][]int64
+		err     error
+	)
+	if m, multi := collectMulti(rs); multi {
 		s.prepGroup.multiRow.Add(1)
-		q, args := m.statement()
-		b.Queue(q, args...)
+		applied, seqs, err = s.pipelineMulti(c, rs, m, sent)
 	} else {
+		b := &pgx.Batch{}
+		queueLocks(b, rs)
 		for _, r := range rs {
 			queuePrepared(b, r.p)
 		}
-	}
-	br := c.SendBatch(context.Background(), b)
-	sent()
-	var applied []bool
-	var seqs [][]int64
-	_, err := br.Exec() // the settings
-	if err == nil {
-		_, err = br.Exec() // the locks
-	}
-	switch {
-	case err != nil:
-	case multi:
-		applied, seqs, err = readMulti(br, rs, m)
-	default:
-		applied, seqs, err = readEach(br, rs)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+		br := c.SendBatch(context.Background(), b)
+		sent()
+		_, err = br.Exec() // the settings
+		if err == nil {
+			_, err = br.Exec() // the locks
+		}
+		if err == nil {
+			applied, seqs, err = readEach(br, rs)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package bunstore
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/yaps-dev/yaps/yaps"
 )
@@ -281,31 +283,116 @@ func collectMulti(rs []*prepReq) (*multiRows, bool) {
 	return m, true
 }
 
-// readMulti reads the result of multiSQL: whether each write applied,
-// and the seqs of each write's audit entries, in order.
-func readMulti(br pgx.BatchResults, rs []*prepReq, m *multiRows) ([]bool, [][]int64, error) {
-	rows, err := br.Query()
+// pipelineMulti sends rs, whose ops m holds, in the multi-row form: the
+// settings, the locks and the batch statement, then a Sync, through
+// pgconn with parameters encoded by the batcher itself (pgbinary.go). It
+// calls sent once the pipeline is on its way and returns whether each
+// write applied and the seqs of each write's audit entries, in order.
+func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent func()) ([]bool, [][]int64, error) {
+	ctx := context.Background()
+	q, args := m.statement()
+	var sds [3]*pgconn.StatementDescription
+	for i, sql := range []string{settingsSQL, lockSQL, q} {
+		sd, err := c.Prepare(ctx, sql, sql) // once per connection, then cached
+		if err != nil {
+			sent()
+			return nil, nil, err
+		}
+		sds[i] = sd
+	}
+	g := &s.prepGroup
+	vals, buf, err := encodeArrayParams(g.buf[:0], sds[2].ParamOIDs, args)
+	if err == nil {
+		refs := make([]string, len(rs))
+		for i, r := range rs {
+			refs[i] = r.p.Expect.Ref
+		}
+		var lock []byte
+		lock, err = appendArrayParam(nil, oidTextArray, refs)
+		vals = append(vals, lock)
+	}
+	if err != nil {
+		sent()
+		return nil, nil, err
+	}
+	pl := c.PgConn().StartPipeline(ctx)
+	pl.SendQueryStatement(sds[0], nil, nil, nil)
+	pl.SendQueryStatement(sds[1], vals[len(vals)-1:], binaryFormat, nil)
+	pl.SendQueryStatement(sds[2], vals[:len(vals)-1], binaryFormat, binaryFormat)
+	pl.SendPipelineSync()
+	err = pl.Flush() // copies the parameters: buf is free again
+	sent()
+	if cap(buf) <= maxBatchBuf {
+		g.buf = buf
+	}
+	if err != nil {
+		return nil, nil, err // Flush closed the pipeline
+	}
+	applied, seqs, err := readMulti(pl, rs, m)
+	if cerr := pl.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return applied, seqs, nil
+}
+
+// maxBatchBuf bounds the parameter buffer the batcher keeps between
+// batches.
+const maxBatchBuf = 1 << 20
+
+// readMulti reads the results of pipelineMulti's statements: whether each
+// write applied, and the seqs of each write's audit entries, in order.
+func readMulti(pl *pgconn.Pipeline, rs []*prepReq, m *multiRows) ([]bool, [][]int64, error) {
+	for range 2 { // the settings and the locks
+		rr, err := nextResult(pl)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := rr.Close(); err != nil {
+			return nil, nil, err
+		}
+	}
+	rr, err := nextResult(pl)
 	if err != nil {
 		return nil, nil, err
 	}
 	applied := make([]bool, len(rs))
 	var got []int64
-	var ref pgtype.Text
-	var seq pgtype.Int8
-	_, err = pgx.ForEachRow(rows, []any{&ref, &seq}, func() error {
-		if seq.Valid {
-			got = append(got, seq.Int64)
-			return nil
+	for rr.NextRow() {
+		// Binary columns: the ref of an applied write's list, or the seq
+		// of an audit row (8 bytes, big-endian); the other is NULL.
+		v := rr.Values()
+		if len(v) != 2 {
+			err = fmt.Errorf("bunstore: the batch statement returned %d columns", len(v))
+			break
 		}
-		i := slices.IndexFunc(rs, func(r *prepReq) bool { return r.p.Expect.Ref == ref.String })
-		if !ref.Valid || i < 0 || applied[i] {
-			return fmt.Errorf("bunstore: the batch applied an unexpected list %q", ref.String)
+		if v[1] != nil {
+			if len(v[1]) != 8 {
+				err = fmt.Errorf("bunstore: an audit seq of %d bytes", len(v[1]))
+				break
+			}
+			got = append(got, int64(binary.BigEndian.Uint64(v[1])))
+			continue
+		}
+		i := slices.IndexFunc(rs, func(r *prepReq) bool { return r.p.Expect.Ref == string(v[0]) })
+		if v[0] == nil || i < 0 || applied[i] {
+			err = fmt.Errorf("bunstore: the batch applied an unexpected list %q", v[0])
+			break
 		}
 		applied[i] = true
-		return nil
-	})
+	}
+	if _, cerr := rr.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if res, err := pl.GetResults(); err != nil {
+		return nil, nil, err
+	} else if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return nil, nil, fmt.Errorf("bunstore: %T where the batch's Sync was due", res)
 	}
 	seqs := make([][]int64, len(rs))
 	// The rows of applied writes, in batch order, drew ascending seqs.
@@ -325,4 +412,17 @@ func readMulti(br pgx.BatchResults, rs []*prepReq, m *multiRows) ([]bool, [][]in
 		return nil, nil, fmt.Errorf("bunstore: %d audit seqs for %d rows", len(got), next)
 	}
 	return applied, seqs, nil
+}
+
+// nextResult returns the pipeline's next statement result.
+func nextResult(pl *pgconn.Pipeline) (*pgconn.ResultReader, error) {
+	res, err := pl.GetResults()
+	if err != nil {
+		return nil, err
+	}
+	rr, ok := res.(*pgconn.ResultReader)
+	if !ok {
+		return nil, fmt.Errorf("bunstore: %T where a statement's result was due", res)
+	}
+	return rr, nil
 }
