@@ -115,9 +115,13 @@ func TestDeadlines(t *testing.T) {
 	require.Equal(t, c.RemoteAddr(), oe.Addr)
 
 	// The peer reads nothing: the write fills the socket's buffers and
-	// waits until its deadline, having written part.
-	require.NoError(t, c.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
-	n, err := c.Write(make([]byte, 64<<20))
+	// waits until its deadline, having written part. The 64 MiB are
+	// allocated first: zeroing them took longer than the deadline on a
+	// loaded machine (CI), and the write then started too late to write
+	// anything.
+	big := make([]byte, 64<<20)
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(100*time.Millisecond)))
+	n, err := c.Write(big)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 	require.Positive(t, n)
 	require.Less(t, n, 64<<20)
