@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Binary parameters of the batch statement (Postgres). A batch of prepared
@@ -44,24 +45,18 @@ func appendArrayParam(buf []byte, oid uint32, v any) ([]byte, error) {
 			}
 			return buf, nil
 		case []*string:
-			buf = appendArrayHeader(buf, oidText, len(x), hasNil(x))
-			for _, s := range x {
-				if s == nil {
-					buf = appendNull(buf)
-				} else {
-					buf = appendElem(buf, *s)
-				}
-			}
-			return buf, nil
+			return appendNullable(buf, oidText, x, appendElem[string]), nil
 		}
 	case oidByteaArray:
 		if x, ok := v.([][]byte); ok {
-			buf = appendArrayHeader(buf, oidBytea, len(x), false)
+			// A nil []byte is a NULL, as pgx has it.
+			buf = appendArrayHeader(buf, oidBytea, len(x), slices.ContainsFunc(x, func(b []byte) bool { return b == nil }))
 			for _, b := range x {
-				// A nil slice is an empty bytea, as with pgx, whose
-				// encoding of a nil []byte is NULL: no batch column
-				// holds one.
-				buf = appendElem(buf, b)
+				if b == nil {
+					buf = appendNull(buf)
+				} else {
+					buf = appendElem(buf, b)
+				}
 			}
 			return buf, nil
 		}
@@ -70,21 +65,11 @@ func appendArrayParam(buf []byte, oid uint32, v any) ([]byte, error) {
 		case []int64:
 			buf = appendArrayHeader(buf, oidInt8, len(x), false)
 			for _, n := range x {
-				buf = binary.BigEndian.AppendUint32(buf, 8)
-				buf = binary.BigEndian.AppendUint64(buf, uint64(n))
+				buf = appendInt8(buf, n)
 			}
 			return buf, nil
 		case []*int64:
-			buf = appendArrayHeader(buf, oidInt8, len(x), hasNil(x))
-			for _, n := range x {
-				if n == nil {
-					buf = appendNull(buf)
-					continue
-				}
-				buf = binary.BigEndian.AppendUint32(buf, 8)
-				buf = binary.BigEndian.AppendUint64(buf, uint64(*n))
-			}
-			return buf, nil
+			return appendNullable(buf, oidInt8, x, appendInt8), nil
 		}
 	case oidInt4Array:
 		if x, ok := v.([]int32); ok {
@@ -97,6 +82,26 @@ func appendArrayParam(buf []byte, oid uint32, v any) ([]byte, error) {
 		}
 	}
 	return buf, fmt.Errorf("bunstore: no binary encoding of %T as type %d", v, oid)
+}
+
+// appendNullable appends xs as an array of elem, each element by one, a
+// nil one as a NULL.
+func appendNullable[T any](buf []byte, elem uint32, xs []*T, one func([]byte, T) []byte) []byte {
+	buf = appendArrayHeader(buf, elem, len(xs), slices.Contains(xs, nil))
+	for _, x := range xs {
+		if x == nil {
+			buf = appendNull(buf)
+		} else {
+			buf = one(buf, *x)
+		}
+	}
+	return buf
+}
+
+// appendInt8 appends one bigint element.
+func appendInt8(buf []byte, n int64) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, 8)
+	return binary.BigEndian.AppendUint64(buf, uint64(n))
 }
 
 // appendArrayHeader appends the header of a one-dimensional array of n
@@ -123,15 +128,6 @@ func appendElem[T string | []byte](buf []byte, v T) []byte {
 // appendNull appends a NULL element (length -1).
 func appendNull(buf []byte) []byte {
 	return binary.BigEndian.AppendUint32(buf, math.MaxUint32)
-}
-
-func hasNil[T any](xs []*T) bool {
-	for _, x := range xs {
-		if x == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // encodeArrayParams encodes args (the batch statement's arguments) as the

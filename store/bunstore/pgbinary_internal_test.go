@@ -27,6 +27,7 @@ func TestArrayParamsMatchPgx(t *testing.T) {
 		{"text, all NULL", oidTextArray, []*string{nil, nil}},
 		{"bytea", oidByteaArray, [][]byte{{0, 1, 2, 255}, {}, []byte("state")}},
 		{"bytea, empty", oidByteaArray, [][]byte{}},
+		{"bytea, NULL", oidByteaArray, [][]byte{[]byte("x"), nil, {}}},
 		{"bigint", oidInt8Array, []int64{0, -1, 1 << 62, -1 << 63, 1764400000000}},
 		{"bigint, NULLs", oidInt8Array, []*int64{nil, i64(7), i64(-7)}},
 		{"bigint, no NULL", oidInt8Array, []*int64{i64(42)}},
