@@ -200,11 +200,12 @@ func (s *Service) compactDue(e *docEntry) bool {
 // state anew, so over a list's life compaction writes about
 // (1+compactLogRatio)/compactLogRatio bytes of state per byte of update:
 // 2 with a ratio of 1, 1.25 with 4. In the create-yap benchmark on
-// Postgres, compaction was about a sixth of all CPU (the server's encoding,
-// Postgres's compression, TOAST and log deletes) with a ratio of 1. The
-// price is a longer log to replay when a list is loaded: a list of 1,500
-// yaps took 20-30 ms to load from its state alone, 35-48 with 1,500 created
-// yaps in its log and 88-101 with 6,000 (docs/decisions.md, Storage).
+// Postgres, compaction took a tenth to a seventh of all CPU (the server's
+// encoding, Postgres's compression, TOAST and log deletes) with a ratio of
+// 1. The price is a longer log to replay when a list is loaded: a list of
+// 1,500 yaps took 19-31 ms to load from its state alone, 35-48 with 1,500
+// created yaps in its log and 88-102 with 6,000 (docs/decisions.md,
+// Storage).
 const compactLogRatio = 4
 
 // CompactNow compacts the list's document at once (for tests and tools).

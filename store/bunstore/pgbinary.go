@@ -33,7 +33,7 @@ const (
 
 // appendArrayParam appends v, one of the batch statement's argument types,
 // to buf as a Postgres binary array of the type oid, and returns the
-// extended buffer. A nil pointer element is a NULL.
+// extended buffer. A nil element (pointer or []byte) is a NULL.
 func appendArrayParam(buf []byte, oid uint32, v any) ([]byte, error) {
 	switch oid {
 	case oidTextArray:
@@ -131,8 +131,8 @@ func appendNull(buf []byte) []byte {
 }
 
 // encodeArrayParams encodes args (the batch statement's arguments) as the
-// parameter types oids, into one buffer: the values, and the formats
-// (binary, one code for all) to bind them with.
+// parameter types oids, appended to buf. It returns each argument's value,
+// a slice of the extended buffer, and the buffer.
 func encodeArrayParams(buf []byte, oids []uint32, args []any) (vals [][]byte, out []byte, err error) {
 	if len(oids) != len(args) {
 		return nil, buf, fmt.Errorf("bunstore: %d parameters for %d arguments", len(oids), len(args))

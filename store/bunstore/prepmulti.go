@@ -302,14 +302,10 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 	}
 	g := &s.prepGroup
 	vals, buf, err := encodeArrayParams(g.buf[:0], sds[2].ParamOIDs, args)
+	var lock []byte
 	if err == nil {
-		refs := make([]string, len(rs))
-		for i, r := range rs {
-			refs[i] = r.p.Expect.Ref
-		}
-		var lock []byte
-		lock, err = appendArrayParam(nil, oidTextArray, refs)
-		vals = append(vals, lock)
+		// The guards' list refs are the batch's (checkPrepared).
+		lock, err = appendArrayParam(nil, oidTextArray, m.ref)
 	}
 	if err != nil {
 		sent()
@@ -317,8 +313,8 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 	}
 	pl := c.PgConn().StartPipeline(ctx)
 	pl.SendQueryStatement(sds[0], nil, nil, nil)
-	pl.SendQueryStatement(sds[1], vals[len(vals)-1:], binaryFormat, nil)
-	pl.SendQueryStatement(sds[2], vals[:len(vals)-1], binaryFormat, binaryFormat)
+	pl.SendQueryStatement(sds[1], [][]byte{lock}, binaryFormat, nil)
+	pl.SendQueryStatement(sds[2], vals, binaryFormat, binaryFormat)
 	pl.SendPipelineSync()
 	err = pl.Flush() // copies the parameters: buf is free again
 	sent()
