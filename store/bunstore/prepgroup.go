@@ -44,6 +44,7 @@ type prepGroup struct {
 	queue     []*prepReq
 	running   bool         // the batcher runs, or is about to
 	buf       []byte       // the parameter buffer of the batcher (one runs at a time), pipelineMulti
+	wbuf      []byte       // the batcher's write buffer, lent to pgx (lendBuffer)
 	pipelines atomic.Int64 // pipelines sent, for tests
 	multiRow  atomic.Int64 // of which in the multi-row form (prepmulti.go)
 }

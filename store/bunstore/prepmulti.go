@@ -2,7 +2,10 @@ package bunstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/yaps-dev/yaps/yaps"
 )
@@ -293,7 +297,7 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 	q, args := m.statement()
 	var sds [3]*pgconn.StatementDescription
 	for i, sql := range []string{settingsSQL, lockSQL, q} {
-		sd, err := c.Prepare(ctx, sql, sql) // once per connection, then cached
+		sd, err := c.Prepare(ctx, statementName(sql), sql) // once per connection, then cached
 		if err != nil {
 			sent()
 			return nil, nil, err
@@ -312,6 +316,9 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 		return nil, nil, err
 	}
 	pl := c.PgConn().StartPipeline(ctx)
+	fe := c.PgConn().Frontend()
+	lend := &lendBuffer{buf: g.wbuf, need: pipelineSize(sds[:], vals, lock)}
+	fe.Send(lend)
 	pl.SendQueryStatement(sds[0], nil, nil, nil)
 	pl.SendQueryStatement(sds[1], [][]byte{lock}, binaryFormat, nil)
 	pl.SendQueryStatement(sds[2], vals, binaryFormat, binaryFormat)
@@ -321,6 +328,7 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 	if cap(buf) <= maxBatchBuf {
 		g.buf = buf
 	}
+	g.wbuf = reclaimBuffer(fe, lend)
 	if err != nil {
 		return nil, nil, err // Flush closed the pipeline
 	}
@@ -334,9 +342,95 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 	return applied, seqs, nil
 }
 
-// maxBatchBuf bounds the parameter buffer the batcher keeps between
-// batches.
+// maxBatchBuf bounds the parameter buffer and the write buffer the
+// batcher keeps between batches.
 const maxBatchBuf = 1 << 20
+
+// The batcher's write buffer. pgx's frontend encodes the messages of a
+// pipeline into a buffer of its own, which it replaces by a fresh 1 KiB
+// one after every flush of more than 1 KiB: a batch's messages (tens of
+// KiB, mostly the arrays) then grew it by doubling, each time, about twice
+// their size in garbage per batch. The frontend encodes a message by
+// appending it to its buffer and keeps the slice the message returns. So
+// lendBuffer, a message of no bytes sent first, hands it a buffer with
+// room for the whole pipeline, the batcher's own from the last batch if
+// it is large enough, and reclaimBuffer takes it back after the flush if
+// the frontend let it go.
+
+// lendBuffer is a frontend message of no bytes: encoded, it copies what
+// the frontend's buffer holds into buf, or a new buffer if buf has less
+// than need bytes of room after it, and returns that one, which it keeps
+// in lent.
+type lendBuffer struct {
+	buf, lent []byte
+	need      int
+}
+
+func (*lendBuffer) Frontend() {}
+
+func (*lendBuffer) Decode([]byte) error { return errors.New("bunstore: lendBuffer is not decoded") }
+
+func (l *lendBuffer) Encode(dst []byte) ([]byte, error) {
+	if cap(l.buf) < len(dst)+l.need {
+		l.buf = make([]byte, 0, len(dst)+l.need)
+	}
+	l.lent = append(l.buf[:0], dst...)
+	return l.lent, nil
+}
+
+// reclaimBuffer returns the buffer l lent the frontend, emptied, once the
+// pipeline is flushed, or nil if the frontend still holds it (it keeps a
+// buffer of up to 1 KiB after a flush) or it is larger than maxBatchBuf.
+func reclaimBuffer(fe *pgproto3.Frontend, l *lendBuffer) []byte {
+	if l.lent == nil || cap(l.lent) > maxBatchBuf {
+		return nil
+	}
+	p := &probeBuffer{}
+	fe.Send(p)
+	if !p.ran || (cap(p.held) > 0 && &p.held[:1][0] == &l.lent[:1][0]) {
+		return nil
+	}
+	return l.lent[:0]
+}
+
+// probeBuffer is a frontend message of no bytes that notes the buffer the
+// frontend holds.
+type probeBuffer struct {
+	held []byte
+	ran  bool
+}
+
+func (*probeBuffer) Frontend() {}
+
+func (*probeBuffer) Decode([]byte) error { return errors.New("bunstore: probeBuffer is not decoded") }
+
+func (p *probeBuffer) Encode(dst []byte) ([]byte, error) {
+	p.held, p.ran = dst, true
+	return dst, nil
+}
+
+// pipelineSize is about the bytes of the messages pipelineMulti sends with
+// the statements sds and the parameters vals and lock: the statements'
+// names, the parameters with their lengths, and the rest of each message.
+func pipelineSize(sds []*pgconn.StatementDescription, vals [][]byte, lock []byte) int {
+	n := len(lock) + 64*len(sds) + 64
+	for _, sd := range sds {
+		n += 2 * len(sd.Name) // Bind and Describe
+	}
+	for _, v := range vals {
+		n += 6 + len(v) // length and format code
+	}
+	return n
+}
+
+// statementName returns the name the batcher prepares sql under on each
+// connection: short, since every Bind of the statement carries it (a
+// statement named by its text, as the batcher's were, sent and looked up
+// a few KiB per batch).
+func statementName(sql string) string {
+	h := sha256.Sum256([]byte(sql))
+	return "yaps_" + hex.EncodeToString(h[:12])
+}
 
 // readMulti reads the results of pipelineMulti's statements: whether each
 // write applied, and the seqs of each write's audit entries, in order.
