@@ -129,6 +129,7 @@ func TestAuditCoalesceSurvivesEviction(t *testing.T) {
 		{"cached", func(*yaps.Config) {}, false},
 		{"evicted after each write", func(c *yaps.Config) {
 			c.DocCacheMemory = 1               // over budget once released...
+			c.DocCacheGrace = -1               // ...at once...
 			c.DocIdleTimeout = time.Nanosecond // ...and no longer watched by sync
 		}, true},
 	} {

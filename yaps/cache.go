@@ -50,8 +50,9 @@ type docEntry struct {
 const docStructMemory = 256
 
 // docCache maps list refs to live documents. Entries not in use, not
-// pinned and not watched are evicted when the cache is over its size or
-// its memory (maxMemory, if positive), or idle too long.
+// pinned, not watched and not used within the grace are evicted when the
+// cache is over its size or its memory (maxMemory, if positive), or idle
+// too long.
 //
 // Only entries nobody holds (no user, no pin) are on the eviction lists, so
 // a cache kept over its bounds by open rooms and requests in flight finds
@@ -67,7 +68,8 @@ type docCache struct {
 	maxMemory   int64
 	memory      int64 // sum of the entries' memory
 	idle        time.Duration
-	examined    int64 // entries the eviction looked at (tests)
+	grace       time.Duration // Config.DocCacheGrace; 0 for none
+	examined    int64         // entries the eviction looked at (tests)
 }
 
 func newDocCache(max int, maxMemory int64, idle time.Duration) *docCache {
@@ -205,9 +207,17 @@ func (c *docCache) evictLocked(now time.Time, idleToo bool) {
 			return
 		}
 		c.examined++
-		if e := el.Value.(*docEntry); watched(e) {
+		e := el.Value.(*docEntry)
+		switch {
+		case watched(e):
 			c.move(e, c.watchedIdle)
-		} else {
+		case now.Sub(e.lastUsed) < c.grace:
+			// The least recently released entry was used within the
+			// grace, and so, but for unpinned ones (at the back with
+			// their unpinning time), were the others: the next
+			// eviction, or the idle pass, looks again.
+			return
+		default:
 			c.remove(e)
 		}
 	}

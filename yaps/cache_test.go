@@ -159,3 +159,42 @@ func TestDocCacheHeldEntriesAreNotRescanned(t *testing.T) {
 	require.Contains(t, c.entries, "y", "the most recently used stays")
 	require.Equal(t, c.lru.Len(), len(c.entries))
 }
+
+// TestDocCacheGrace checks that documents used within the grace stay
+// loaded past the bounds, and go, least recently used first, once the
+// grace is over.
+func TestDocCacheGrace(t *testing.T) {
+	t.Parallel()
+	const structs = 100
+	per := int64(structs * docStructMemory)
+	for _, tc := range []struct {
+		name   string
+		max    int
+		memory int64
+	}{
+		{"memory", 100, per},
+		{"size", 1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newDocCache(tc.max, tc.memory, time.Hour)
+			c.grace = time.Minute
+			for _, ref := range []string{"a", "b", "c"} {
+				e := c.acquire(ref)
+				e.doc = docWith(t, structs)
+				c.release(e)
+			}
+			require.Len(t, c.entries, 3, "used within the grace: kept past the bound")
+			require.Equal(t, 3*per, c.memory)
+
+			c.mu.Lock()
+			c.evictLocked(time.Now().Add(30*time.Second), false)
+			require.Len(t, c.entries, 3)
+			c.evictLocked(time.Now().Add(2*time.Minute), false)
+			require.Len(t, c.entries, 1, "past the grace: evicted down to the bound")
+			require.Contains(t, c.entries, "c", "the most recently used stays")
+			c.mu.Unlock()
+			require.Equal(t, per, c.memory)
+		})
+	}
+}

@@ -37,6 +37,9 @@ const (
 	// DefaultDocCacheMemory is the default bound on the estimated memory
 	// of the documents a process keeps loaded (Config.DocCacheMemory).
 	DefaultDocCacheMemory = 256 << 20
+	// DefaultDocCacheGrace is how long after its last use a document stays
+	// loaded whatever the cache's bounds (Config.DocCacheGrace).
+	DefaultDocCacheGrace = 2 * time.Second
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -67,6 +70,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DocCacheMemory == 0 {
 		c.DocCacheMemory = DefaultDocCacheMemory
+	}
+	if c.DocCacheGrace == 0 {
+		c.DocCacheGrace = DefaultDocCacheGrace
 	}
 	if c.DocIdleTimeout == 0 {
 		c.DocIdleTimeout = DefaultDocIdleTimeout

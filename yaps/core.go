@@ -24,6 +24,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.docs = newDocCache(cfg.DocCacheSize, cfg.DocCacheMemory, cfg.DocIdleTimeout)
+	s.docs.grace = max(cfg.DocCacheGrace, 0)
 	s.auth = newAuthCache(cfg.AuthCacheTTL)
 	s.coalesceDetail = "sync"
 	if cfg.AuditCoalesce > 0 {

@@ -26,8 +26,8 @@ func TestCompactionAfterEviction(t *testing.T) {
 		mod    func(*yaps.Config)
 		pinned int
 	}{
-		{"memory", func(c *yaps.Config) { c.DocCacheMemory = 1 }, 0},
-		{"pinned-rooms", func(c *yaps.Config) { c.DocCacheSize = 2 }, 2},
+		{"memory", func(c *yaps.Config) { c.DocCacheMemory, c.DocCacheGrace = 1, -1 }, 0},
+		{"pinned-rooms", func(c *yaps.Config) { c.DocCacheSize, c.DocCacheGrace = 2, -1 }, 2},
 	} {
 		for _, sk := range storeKinds {
 			t.Run(tc.name+"/"+sk.name, func(t *testing.T) {
@@ -71,6 +71,7 @@ func TestWatchSurvivesEviction(t *testing.T) {
 	t.Parallel()
 	e := newEnvOn(t, openStore(t, "sqlite::memory:"), func(c *yaps.Config) {
 		c.DocCacheMemory = 1
+		c.DocCacheGrace = -1
 		c.PollInterval = -1
 	})
 	a := e.list()
@@ -115,4 +116,42 @@ func TestPeriodicCompactionQuietWhileOneRuns(t *testing.T) {
 	close(st.release)
 	require.Eventually(t, func() bool { return st.done.Load() > ticks }, 10*time.Second, time.Millisecond)
 	require.NotContains(t, logs.String(), "compaction failed")
+}
+
+// A list written over and over stays loaded past a memory bound it
+// exceeds while it is in steady use (Config.DocCacheGrace), instead of
+// being unloaded after each write and loaded again by the next; with no
+// grace it is reloaded every time.
+func TestDocCacheGraceKeepsBusyDocs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		reload bool
+	}{
+		{"default", 0, false},
+		{"none", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *yaps.Config) {
+				c.DocCacheMemory = 1 // every document is over it
+				c.DocCacheGrace = tc.grace
+				c.PollInterval = -1
+			})
+			a := e.list()
+			const writes = 20
+			loads := yaps.DocLoads(e.svc)
+			for i := range writes {
+				_, _, err := e.svc.CreateYap(e.ctx, a, yaps.KindTask, task(fmt.Sprint(i)), "", nil)
+				require.NoError(t, err)
+			}
+			got := yaps.DocLoads(e.svc) - loads
+			if tc.reload {
+				require.GreaterOrEqual(t, got, int64(writes), "the document was not unloaded after each write")
+			} else {
+				require.LessOrEqual(t, got, int64(1), "the document was unloaded between writes")
+			}
+		})
+	}
 }

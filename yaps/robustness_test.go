@@ -80,8 +80,8 @@ func TestRenderJSON(t *testing.T) {
 func TestDocCacheEviction(t *testing.T) {
 	t.Parallel()
 	for name, cfg := range map[string]func(*yaps.Config){
-		"size":   func(c *yaps.Config) { c.DocCacheSize = 2 },
-		"memory": func(c *yaps.Config) { c.DocCacheMemory = 1 }, // every document unloads after use
+		"size":   func(c *yaps.Config) { c.DocCacheSize, c.DocCacheGrace = 2, -1 },
+		"memory": func(c *yaps.Config) { c.DocCacheMemory, c.DocCacheGrace = 1, -1 }, // every document unloads after use
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
