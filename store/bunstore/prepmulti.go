@@ -297,7 +297,7 @@ func (s *Store) pipelineMulti(c *pgx.Conn, rs []*prepReq, m *multiRows, sent fun
 	q, args := m.statement()
 	var sds [3]*pgconn.StatementDescription
 	for i, sql := range []string{settingsSQL, lockSQL, q} {
-		sd, err := c.Prepare(ctx, statementName(sql), sql) // once per connection, then cached
+		sd, err := c.Prepare(ctx, batchStatementName(sql), sql) // once per connection, then cached
 		if err != nil {
 			sent()
 			return nil, nil, err
@@ -421,6 +421,25 @@ func pipelineSize(sds []*pgconn.StatementDescription, vals [][]byte, lock []byte
 		n += 6 + len(v) // length and format code
 	}
 	return n
+}
+
+// batchStatementNames holds the names of the statements pipelineMulti
+// sends, hashed once.
+var batchStatementNames = func() map[string]string {
+	names := map[string]string{settingsSQL: statementName(settingsSQL), lockSQL: statementName(lockSQL)}
+	for _, q := range multiForms {
+		names[q] = statementName(q)
+	}
+	return names
+}()
+
+// batchStatementName is statementName for the statements of
+// pipelineMulti.
+func batchStatementName(sql string) string {
+	if name, ok := batchStatementNames[sql]; ok {
+		return name
+	}
+	return statementName(sql)
 }
 
 // statementName returns the name the batcher prepares sql under on each

@@ -72,9 +72,9 @@ func TestWriteBufferLending(t *testing.T) { // not parallel: AllocsPerRun
 }
 
 // pipelineSize covers what pipelineMulti sends: the statements' names
-// twice, the parameters and their lengths.
-func TestPipelineSize(t *testing.T) {
-	t.Parallel()
+// twice, the parameters and their lengths. The names are short, one per
+// statement, and looked up without hashing the statements again.
+func TestPipelineSize(t *testing.T) { // not parallel: AllocsPerRun
 	sds := []*pgconn.StatementDescription{{Name: statementName("a")}, {Name: statementName("b")}}
 	vals := [][]byte{make([]byte, 1000), nil, make([]byte, 10)}
 	got := pipelineSize(sds, vals, make([]byte, 30))
@@ -83,4 +83,9 @@ func TestPipelineSize(t *testing.T) {
 	require.Less(t, got, min+1024)
 	require.NotEqual(t, statementName("a"), statementName("b"))
 	require.Less(t, len(statementName(multiSQL)), 64, "names stay short")
+	for _, q := range append([]string{settingsSQL, lockSQL}, multiForms...) {
+		require.Equal(t, statementName(q), batchStatementName(q))
+	}
+	require.Len(t, batchStatementNames, 2+len(multiForms), "a name per statement")
+	require.Zero(t, testing.AllocsPerRun(10, func() { batchStatementName(multiForms[0]) }))
 }
