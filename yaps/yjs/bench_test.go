@@ -3,6 +3,7 @@ package yjs_test
 import (
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
@@ -219,4 +220,35 @@ func BenchmarkTraceRemoteUpdates(b *testing.B) {
 			b.Fatal("remote replay differs from endContent")
 		}
 	}
+}
+
+// BenchmarkEncodeYapsState encodes the full state of a list document of
+// 5,000 yaps (maps with a text each), as a compaction does. After the
+// first encoding, the buffer is sized from the last one (fullSizeEstimate)
+// instead of by walking the document.
+func BenchmarkEncodeYapsState(b *testing.B) {
+	doc := yjs.NewDoc(yjs.WithClientID(7))
+	yapsMap := doc.GetMap("yaps")
+	for i := range 5000 {
+		doc.Transact(func(*yjs.Transaction) {
+			y := yjs.NewMap()
+			yapsMap.Set(fmt.Sprintf("yap-%06d", i), y)
+			y.Set("kind", "task")
+			y.Set("status", "open")
+			y.Set("createdAt", "2026-11-29T22:00:00.000Z")
+			txt := yjs.NewText("")
+			y.Set("content", txt)
+			txt.Insert(0, fmt.Sprintf("bench yap %d", i), nil)
+		}, nil)
+	}
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		u, err := doc.EncodeStateAsUpdate(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(u)
+	}
+	b.ReportMetric(float64(n), "bytes")
 }

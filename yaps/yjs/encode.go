@@ -98,14 +98,27 @@ func (d *Doc) writeClientRun(e *encoder, cs *clientStructs, clock int) {
 	cs.each(first, func(en entry) { writeItem(e, en.it, max(clock-en.clock, 0)) })
 }
 
-// encodedSizeHint bounds the size of the full update so that encoding
-// fills a single buffer: growing it by doubling would allocate and copy
-// about twice the document's encoded size on every compaction.
-func (d *Doc) encodedSizeHint() int {
+// encodedSizeHint bounds the size of the update of everything sv lacks
+// (everything for a nil sv; for another sv, bar the delete set, which
+// covers the whole document and may grow a diff's buffer once) so that
+// encoding fills a single buffer:
+// growing it by doubling would allocate and copy about twice the
+// document's encoded size on every compaction. It walks the structs it
+// bounds, which is about half the cost of encoding them, so full
+// encodings after the first size their buffer from the last one instead
+// (fullSizeEstimate).
+func (d *Doc) encodedSizeHint(sv map[uint64]int) int {
 	n := 16
 	for _, cs := range d.store.order {
+		first := 0
+		if clock, ok := sv[cs.client]; ok {
+			if cs.state() <= clock {
+				continue
+			}
+			_, first = cs.run(clock)
+		}
 		n += 3 * lenMax // the run's struct count, client and clock
-		cs.each(0, func(en entry) {
+		cs.each(first, func(en entry) {
 			n += itemSizeHint(en.it)
 			if en.it.deleted() {
 				n += 2 * lenMax // at most one delete-set range per struct
@@ -113,6 +126,16 @@ func (d *Doc) encodedSizeHint() int {
 		})
 	}
 	return n
+}
+
+// fullSizeEstimate sizes the buffer of a full encoding of structs
+// structs from the last one's size: in proportion to the structs, plus an
+// eighth. Growing past it, if content larger than the average was added,
+// costs a copy or two; the exact bound's walk cost one on every encoding
+// (a third of a compaction's encoding in the create-yap benchmark).
+func (d *Doc) fullSizeEstimate(structs int) int {
+	est := d.lastFullSize * structs / max(d.lastFullStructs, 1)
+	return est + est/8 + 1024
 }
 
 // varLen is the length of v as a lib0 varuint.
@@ -232,10 +255,23 @@ func ParseStateVector(b []byte) (StateVector, error) {
 
 // EncodeStateFrom is EncodeStateAsUpdate with a parsed state vector.
 func (d *Doc) EncodeStateFrom(state StateVector) ([]byte, error) {
-	e := encoder{buf: make([]byte, 0, d.encodedSizeHint())}
+	full, structs := state.m == nil, 0
+	var hint int
+	if full {
+		structs = d.StructCount()
+	}
+	if full && d.lastFullStructs > 0 {
+		hint = d.fullSizeEstimate(structs)
+	} else {
+		hint = d.encodedSizeHint(state.m)
+	}
+	e := encoder{buf: make([]byte, 0, hint)}
 	d.writeClientsStructs(&e, state.m) // a nil map reads as empty
 	ds := d.deleteSetFromStore()
 	ds.write(&e)
+	if full {
+		d.lastFullSize, d.lastFullStructs = len(e.buf), structs
+	}
 	if d.pendingDs == nil && d.pendingStructs == nil {
 		return e.buf, nil
 	}

@@ -91,10 +91,69 @@ func TestEncodeSizeHints(t *testing.T) {
 	for _, d := range []*Doc{a, b} {
 		full, err := d.EncodeStateAsUpdate(nil)
 		require.NoError(t, err)
-		hint := d.encodedSizeHint()
+		hint := d.encodedSizeHint(nil)
 		require.LessOrEqual(t, len(full), hint, "full state outgrew its hint")
 		require.Equal(t, hint, cap(full), "the full state's buffer was reallocated")
 		// The bound is not wasteful either: within 3× of the real size.
 		require.Less(t, hint, 3*len(full))
+	}
+
+	// A diff's hint bounds its structs: a state vector missing the last
+	// transactions of each client.
+	sv := map[uint64]int{}
+	for c, cs := range a.store.clients {
+		sv[c] = max(cs.state()-40, 0)
+	}
+	var e encoder
+	a.writeClientsStructs(&e, sv)
+	require.LessOrEqual(t, len(e.buf), a.encodedSizeHint(sv))
+	require.Less(t, a.encodedSizeHint(sv), a.encodedSizeHint(nil)/2, "a diff's hint walks only what the diff holds")
+	all := map[uint64]int{}
+	for c, cs := range a.store.clients {
+		all[c] = cs.state()
+	}
+	require.Equal(t, 16, a.encodedSizeHint(all), "nothing missing: no struct walked")
+}
+
+// After the first full encoding, the next ones size their buffer from the
+// last one's size (fullSizeEstimate) instead of walking the document: the
+// estimate follows the document's growth, so the buffer is grown rarely
+// and never far oversized.
+func TestFullEncodingEstimate(t *testing.T) {
+	t.Parallel()
+	d := NewDoc(WithClientID(1))
+	m := d.GetMap("yaps")
+	add := func(n int) {
+		for i := range n {
+			d.Transact(func(*Transaction) {
+				y := NewMap()
+				m.Set(strings.Repeat("k", 20)+string(rune('a'+i%26))+strings.Repeat("x", i%7), y)
+				y.Set("kind", "task")
+				y.Set("status", "open")
+				txt := NewText("")
+				y.Set("content", txt)
+				txt.Insert(0, "buy milk and bread", nil)
+			}, nil)
+		}
+	}
+	add(50)
+	first, err := d.EncodeStateAsUpdate(nil)
+	require.NoError(t, err)
+	require.Equal(t, len(first), d.lastFullSize)
+	require.Equal(t, d.StructCount(), d.lastFullStructs)
+	for range 3 {
+		add(200) // five times the structs
+		est := d.fullSizeEstimate(d.StructCount())
+		full, err := d.EncodeStateAsUpdate(nil)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(full), est, "a document of like yaps outgrew the estimate")
+		require.Less(t, est, 2*len(full), "the estimate is not far oversized (the exact bound: up to 3×)")
+		require.Equal(t, est, cap(full), "the buffer was sized by the estimate")
+		// The same bytes as with the exact bound.
+		e := encoder{buf: make([]byte, 0, d.encodedSizeHint(nil))}
+		d.writeClientsStructs(&e, nil)
+		ds := d.deleteSetFromStore()
+		ds.write(&e)
+		require.Equal(t, e.buf, full)
 	}
 }

@@ -25,6 +25,10 @@ type Doc struct {
 
 	updateObservers  []*updateObserver
 	afterTxObservers []*afterTxObserver
+
+	// The size of the last full encoding and the structs it held: the
+	// next one's buffer is sized from them (EncodeStateFrom).
+	lastFullSize, lastFullStructs int
 }
 
 type updateObserver struct {
