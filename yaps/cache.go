@@ -69,6 +69,7 @@ type docCache struct {
 	memory      int64 // sum of the entries' memory
 	idle        time.Duration
 	grace       time.Duration // Config.DocCacheGrace; 0 for none
+	recheck     *time.Timer   // runs the eviction again once the grace of the oldest entry is over
 	examined    int64         // entries the eviction looked at (tests)
 }
 
@@ -214,13 +215,28 @@ func (c *docCache) evictLocked(now time.Time, idleToo bool) {
 		case now.Sub(e.lastUsed) < c.grace:
 			// The least recently released entry was used within the
 			// grace, and so, but for unpinned ones (at the back with
-			// their unpinning time), were the others: the next
-			// eviction, or the idle pass, looks again.
+			// their unpinning time), were the others: look again once
+			// its grace is over, if no release does first.
+			c.recheckAfter(c.grace - now.Sub(e.lastUsed))
 			return
 		default:
 			c.remove(e)
 		}
 	}
+}
+
+// recheckAfter runs the eviction for the bounds after d, unless a run is
+// already set. c.mu must be held.
+func (c *docCache) recheckAfter(d time.Duration) {
+	if c.recheck != nil {
+		return
+	}
+	c.recheck = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		c.recheck = nil
+		c.evictLocked(time.Now(), false)
+		c.mu.Unlock()
+	})
 }
 
 func (c *docCache) evictIdle() {

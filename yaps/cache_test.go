@@ -198,3 +198,31 @@ func TestDocCacheGrace(t *testing.T) {
 		})
 	}
 }
+
+// Past the grace, documents over the bounds go without waiting for another
+// use of the cache: the eviction that found them within the grace runs
+// again when it is over.
+func TestDocCacheGraceRecheck(t *testing.T) {
+	t.Parallel()
+	const structs = 100
+	per := int64(structs * docStructMemory)
+	c := newDocCache(100, per, time.Hour)
+	c.grace = 50 * time.Millisecond
+	for _, ref := range []string{"a", "b", "c"} {
+		e := c.acquire(ref)
+		e.doc = docWith(t, structs)
+		c.release(e)
+	}
+	count := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.entries)
+	}
+	require.Equal(t, 3, count(), "within the grace")
+	require.Eventually(t, func() bool { return count() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the documents over the bound stayed after the grace")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Contains(t, c.entries, "c")
+	require.Equal(t, per, c.memory)
+}
