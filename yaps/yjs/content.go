@@ -30,14 +30,22 @@ type content struct {
 	ext  *contentExt
 }
 
+// contentExt holds what a content of a kind other than kindString
+// carries. The fields of the rarer kinds are behind a pointer of their
+// own: a map value (kindAny) or a shared type (kindType), most of a list
+// document's contents, then takes 64 bytes instead of 144.
 type contentExt struct {
-	vals    []any    // kindAny, kindJSON
-	raw     [][]byte // encoded form of vals as read (nil entries for local values)
-	key     string   // kindFormat key, kindDoc guid
-	val     any      // kindFormat and kindEmbed value; kindDoc opts
-	rawJSON []byte   // kindFormat/kindEmbed JSON text, kindDoc raw opts (Any)
-	bin     []byte   // kindBinary
-	typ     *typeBase
+	vals         []any    // kindAny, kindJSON
+	raw          [][]byte // encoded form of vals as read (nil entries for local values)
+	typ          *typeBase
+	*contentMore // kindBinary, kindEmbed, kindFormat, kindDoc; nil for the others
+}
+
+type contentMore struct {
+	key     string // kindFormat key, kindDoc guid
+	val     any    // kindFormat and kindEmbed value; kindDoc opts
+	rawJSON []byte // kindFormat/kindEmbed JSON text, kindDoc raw opts (Any)
+	bin     []byte // kindBinary
 	doc     *Doc
 }
 
@@ -390,7 +398,7 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 		if err != nil {
 			return content{}, 0, err
 		}
-		return content{kind: kindBinary, ext: &contentExt{bin: d.own(b)}}, 1, nil
+		return content{kind: kindBinary, ext: &contentExt{contentMore: &contentMore{bin: d.own(b)}}}, 1, nil
 	case kindString:
 		b, err := d.readVarBytes()
 		if err != nil {
@@ -409,7 +417,7 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 		if err := notUndefined(raw); err != nil {
 			return content{}, 0, err
 		}
-		return content{kind: kindEmbed, ext: &contentExt{val: v, rawJSON: raw}}, 1, nil
+		return content{kind: kindEmbed, ext: &contentExt{contentMore: &contentMore{val: v, rawJSON: raw}}}, 1, nil
 	case kindFormat:
 		key, err := d.readVarString()
 		if err != nil {
@@ -422,7 +430,7 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 		if err := notUndefined(raw); err != nil {
 			return content{}, 0, err
 		}
-		return content{kind: kindFormat, ext: &contentExt{key: key, val: v, rawJSON: raw}}, 1, nil
+		return content{kind: kindFormat, ext: &contentExt{contentMore: &contentMore{key: key, val: v, rawJSON: raw}}}, 1, nil
 	case kindType:
 		ref, err := d.readVarUint()
 		if err != nil {
@@ -467,7 +475,7 @@ func readContent(d *decoder, kind uint8) (content, int, error) {
 			// Yjs reads opts.shouldLoad and throws.
 			return content{}, 0, fmt.Errorf("%w: subdocument options are null or undefined", ErrMalformed)
 		}
-		return content{kind: kindDoc, ext: &contentExt{key: guid, val: opts, rawJSON: raw}}, 1, nil
+		return content{kind: kindDoc, ext: &contentExt{contentMore: &contentMore{key: guid, val: opts, rawJSON: raw}}}, 1, nil
 	}
 	return content{}, 0, fmt.Errorf("%w: unknown content ref %d", ErrMalformed, kind)
 }

@@ -147,13 +147,13 @@ func TestContentRoundTrip(t *testing.T) {
 	}{
 		{"deleted", content{kind: kindDeleted}, 3},
 		{"json", content{kind: kindJSON, ext: &contentExt{vals: []any{map[string]any{"a": 1.0}, "x", Undefined}}}, 3},
-		{"binary", content{kind: kindBinary, ext: &contentExt{bin: []byte{1, 2, 3}}}, 1},
+		{"binary", content{kind: kindBinary, ext: &contentExt{contentMore: &contentMore{bin: []byte{1, 2, 3}}}}, 1},
 		{"string", content{kind: kindString, str: []byte("hi 😀")}, 5},
-		{"embed", content{kind: kindEmbed, ext: &contentExt{val: map[string]any{"image": "x.png"}}}, 1},
-		{"format", content{kind: kindFormat, ext: &contentExt{key: "bold", val: true}}, 1},
+		{"embed", content{kind: kindEmbed, ext: &contentExt{contentMore: &contentMore{val: map[string]any{"image": "x.png"}}}}, 1},
+		{"format", content{kind: kindFormat, ext: &contentExt{contentMore: &contentMore{key: "bold", val: true}}}, 1},
 		{"type", content{kind: kindType, ext: &contentExt{typ: &NewXmlElement("p").typeBase}}, 1},
 		{"any", content{kind: kindAny, ext: &contentExt{vals: []any{int64(1), "two", nil}}}, 3},
-		{"doc", content{kind: kindDoc, ext: &contentExt{key: "guid-1", val: map[string]any{}}}, 1},
+		{"doc", content{kind: kindDoc, ext: &contentExt{contentMore: &contentMore{key: "guid-1", val: map[string]any{}}}}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

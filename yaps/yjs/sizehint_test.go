@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -156,4 +157,17 @@ func TestFullEncodingEstimate(t *testing.T) {
 		ds.write(&e)
 		require.Equal(t, e.buf, full)
 	}
+}
+
+// A map value (kindAny, one value) and a shared type (kindType), most of
+// a list document's contents, keep their ext small: the rarer kinds'
+// fields are behind contentMore (4,027 → 3,467 live bytes per created
+// task in a list, measured with runtime.MemStats).
+func TestContentExtSize(t *testing.T) {
+	t.Parallel()
+	require.LessOrEqual(t, unsafe.Sizeof(contentExt{}), uintptr(64))
+	require.LessOrEqual(t, unsafe.Sizeof(anyExt{}), uintptr(80))
+	x := newAnyExt("open")
+	require.Nil(t, x.contentMore, "a map value allocates no contentMore")
+	require.Equal(t, []any{"open"}, x.vals)
 }

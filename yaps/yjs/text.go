@@ -234,7 +234,7 @@ func (t *typeBase) findPosition(tx *Transaction, index int, useMarker bool) *tex
 }
 
 func (t *typeBase) newFormat(tx *Transaction, p *textPos, key string, val any) *item {
-	c := content{kind: kindFormat, ext: &contentExt{key: key, val: val}}
+	c := content{kind: kindFormat, ext: &contentExt{contentMore: &contentMore{key: key, val: val}}}
 	it := tx.newLocalItem(p.left, p.right, t, c, 1)
 	it.integrate(tx, 0)
 	return it
@@ -613,7 +613,7 @@ func (t *Text) InsertEmbed(index int, embed any, attrs map[string]any) {
 	if tb := asTypeBase(embed); tb != nil {
 		c = content{kind: kindType, ext: &contentExt{typ: tb}}
 	} else {
-		c = content{kind: kindEmbed, ext: &contentExt{val: jsonValue(embed)}}
+		c = content{kind: kindEmbed, ext: &contentExt{contentMore: &contentMore{val: jsonValue(embed)}}}
 	}
 	t.run(func(tx *Transaction, tb *typeBase) {
 		p := tb.findPosition(tx, index, attrs == nil)
@@ -676,7 +676,7 @@ func (t *typeBase) applyDelta(delta []Delta) {
 						tb.insertContent(tx, p, content{kind: kindString, str: str}, utf16Len(str), attrs)
 					}
 				default:
-					c := content{kind: kindEmbed, ext: &contentExt{val: jsonValue(v)}}
+					c := content{kind: kindEmbed, ext: &contentExt{contentMore: &contentMore{val: jsonValue(v)}}}
 					if typ := asTypeBase(v); typ != nil {
 						c = content{kind: kindType, ext: &contentExt{typ: typ}}
 					}

@@ -286,13 +286,13 @@ func contentFor(v any) (content, int, bool, error) {
 	}
 	switch x := v.(type) {
 	case []byte:
-		return content{kind: kindBinary, ext: &contentExt{bin: x}}, 1, false, nil
+		return content{kind: kindBinary, ext: &contentExt{contentMore: &contentMore{bin: x}}}, 1, false, nil
 	case *Doc:
 		opts := map[string]any{}
 		if !x.gc {
 			opts["gc"] = false // like Yjs ContentDoc options
 		}
-		return content{kind: kindDoc, ext: &contentExt{key: x.guid, doc: x, val: opts}}, 1, false, nil
+		return content{kind: kindDoc, ext: &contentExt{contentMore: &contentMore{key: x.guid, doc: x, val: opts}}}, 1, false, nil
 	}
 	if t := asTypeBase(v); t != nil {
 		return content{kind: kindType, ext: &contentExt{typ: t}}, 1, false, nil
