@@ -12,7 +12,7 @@ func (a *Array) Doc() *Doc { return a.doc }
 // Len returns the number of elements.
 func (a *Array) Len() int {
 	if a.doc == nil {
-		return len(a.prelimList)
+		return len(a.pre().list)
 	}
 	return a.length
 }
@@ -20,10 +20,10 @@ func (a *Array) Len() int {
 // Get returns the element at index, or nil if out of range.
 func (a *Array) Get(index int) any {
 	if a.doc == nil {
-		if index < 0 || index >= len(a.prelimList) {
+		if index < 0 || index >= len(a.pre().list) {
 			return nil
 		}
-		return a.prelimList[index]
+		return a.pre().list[index]
 	}
 	v, _ := a.listGet(index)
 	return v
@@ -40,15 +40,15 @@ func (a *Array) Insert(index int, values ...any) {
 // TryInsert is Insert returning errors.
 func (a *Array) TryInsert(index int, values ...any) error {
 	if a.doc == nil {
-		if index < 0 || index > len(a.prelimList) {
-			return errLength(index, len(a.prelimList))
+		if index < 0 || index > len(a.pre().list) {
+			return errLength(index, len(a.pre().list))
 		}
 		for _, v := range values {
 			if err := checkValue(v); err != nil {
 				return err
 			}
 		}
-		a.prelimList = append(a.prelimList[:index], append(append([]any(nil), values...), a.prelimList[index:]...)...)
+		a.pre().list = append(a.pre().list[:index], append(append([]any(nil), values...), a.pre().list[index:]...)...)
 		return nil
 	}
 	tx, initial := a.doc.begin(nil, true)
@@ -73,10 +73,10 @@ func (a *Array) Delete(index, length int) {
 // TryDelete is Delete returning errors.
 func (a *Array) TryDelete(index, length int) error {
 	if a.doc == nil {
-		if index < 0 || length < 0 || index+length > len(a.prelimList) {
-			return errLength(index+length, len(a.prelimList))
+		if index < 0 || length < 0 || index+length > len(a.pre().list) {
+			return errLength(index+length, len(a.pre().list))
 		}
-		a.prelimList = append(a.prelimList[:index], a.prelimList[index+length:]...)
+		a.pre().list = append(a.pre().list[:index], a.pre().list[index+length:]...)
 		return nil
 	}
 	var err error
@@ -87,7 +87,7 @@ func (a *Array) TryDelete(index, length int) error {
 // ToSlice returns the elements; nested types are returned as *Map, *Array, ...
 func (a *Array) ToSlice() []any {
 	if a.doc == nil {
-		return append([]any(nil), a.prelimList...)
+		return append([]any(nil), a.pre().list...)
 	}
 	return a.listToSlice()
 }
@@ -95,8 +95,8 @@ func (a *Array) ToSlice() []any {
 // ToJSON returns the elements with nested types converted like Yjs toJSON.
 func (a *Array) ToJSON() []any {
 	if a.doc == nil {
-		out := make([]any, len(a.prelimList))
-		for i, v := range a.prelimList {
+		out := make([]any, len(a.pre().list))
+		for i, v := range a.pre().list {
 			out[i] = toJSONValue(v)
 		}
 		return out

@@ -27,18 +27,18 @@ func (m *Map) TrySet(key string, value any) error {
 		return err
 	}
 	if m.doc == nil {
-		if m.prelimMap == nil {
-			m.prelimMap = map[string]any{}
+		if m.pre().m == nil {
+			m.pre().m = map[string]any{}
 		}
-		if _, ok := m.prelimMap[key]; !ok {
-			if m.prelimKeys == nil {
+		if _, ok := m.pre().m[key]; !ok {
+			if m.pre().keys == nil {
 				// A prelim map is usually filled with a handful of keys
 				// (a yap's members): grow once, not at 1, 2, 4 and 8.
-				m.prelimKeys = make([]string, 0, 8)
+				m.pre().keys = make([]string, 0, 8)
 			}
-			m.prelimKeys = append(m.prelimKeys, key)
+			m.pre().keys = append(m.pre().keys, key)
 		}
-		m.prelimMap[key] = value
+		m.pre().m[key] = value
 		return nil
 	}
 	tx, initial := m.doc.begin(nil, true)
@@ -49,7 +49,7 @@ func (m *Map) TrySet(key string, value any) error {
 // Get returns the value stored under key.
 func (m *Map) Get(key string) (any, bool) {
 	if m.doc == nil {
-		v, ok := m.prelimMap[key]
+		v, ok := m.pre().m[key]
 		return v, ok
 	}
 	return m.mapGet(key)
@@ -58,11 +58,11 @@ func (m *Map) Get(key string) (any, bool) {
 // Delete removes key.
 func (m *Map) Delete(key string) {
 	if m.doc == nil {
-		if _, ok := m.prelimMap[key]; ok {
-			delete(m.prelimMap, key)
-			for i, k := range m.prelimKeys {
+		if _, ok := m.pre().m[key]; ok {
+			delete(m.pre().m, key)
+			for i, k := range m.pre().keys {
 				if k == key {
-					m.prelimKeys = append(m.prelimKeys[:i], m.prelimKeys[i+1:]...)
+					m.pre().keys = append(m.pre().keys[:i], m.pre().keys[i+1:]...)
 					break
 				}
 			}
@@ -81,7 +81,7 @@ func (m *Map) Has(key string) bool {
 // Keys returns the keys in sorted order.
 func (m *Map) Keys() []string {
 	if m.doc == nil {
-		keys := append([]string(nil), m.prelimKeys...)
+		keys := append([]string(nil), m.pre().keys...)
 		sort.Strings(keys)
 		return keys
 	}
@@ -91,7 +91,7 @@ func (m *Map) Keys() []string {
 // Len returns the number of keys.
 func (m *Map) Len() int {
 	if m.doc == nil {
-		return len(m.prelimKeys)
+		return len(m.pre().keys)
 	}
 	n := 0
 	for _, it := range m.m {
@@ -105,8 +105,8 @@ func (m *Map) Len() int {
 // ToJSON returns the map with nested types converted like Yjs toJSON.
 func (m *Map) ToJSON() map[string]any {
 	if m.doc == nil {
-		out := make(map[string]any, len(m.prelimMap))
-		for k, v := range m.prelimMap {
+		out := make(map[string]any, len(m.pre().m))
+		for k, v := range m.pre().m {
 			out[k] = toJSONValue(v)
 		}
 		return out

@@ -15,7 +15,7 @@ type Text struct{ typeBase }
 func NewText(s string) *Text {
 	t := newTypeBase(typeText).pub.(*Text)
 	if s != "" {
-		t.prelimOps = append(t.prelimOps, func(tx *Transaction, tb *typeBase) { tb.insert(tx, 0, s, nil, false) })
+		t.pre().ops = append(t.pre().ops, func(tx *Transaction, tb *typeBase) { tb.insert(tx, 0, s, nil, false) })
 	}
 	return t
 }
@@ -586,7 +586,7 @@ func (t *Text) scratch() *Text {
 	d := NewDoc(WithClientID(0))
 	s := d.GetText("t")
 	d.Transact(func(tx *Transaction) {
-		for _, op := range t.prelimOps {
+		for _, op := range t.pre().ops {
 			op(tx, &s.typeBase)
 		}
 	}, nil)
@@ -599,7 +599,7 @@ func (t *Text) scratch() *Text {
 func (t *Text) Insert(index int, s string, attrs map[string]any) {
 	explicit := attrs != nil
 	if t.doc == nil {
-		t.prelimOps = append(t.prelimOps, func(tx *Transaction, tb *typeBase) { tb.insert(tx, index, s, attrs, explicit) })
+		t.pre().ops = append(t.pre().ops, func(tx *Transaction, tb *typeBase) { tb.insert(tx, index, s, attrs, explicit) })
 		return
 	}
 	tx, initial := t.doc.begin(nil, true)
@@ -652,7 +652,7 @@ func (t *Text) Format(index, length int, attrs map[string]any) {
 // run applies op now, or queues it while the text is prelim.
 func (t *typeBase) run(op func(tx *Transaction, tb *typeBase)) {
 	if t.doc == nil {
-		t.prelimOps = append(t.prelimOps, op)
+		t.pre().ops = append(t.pre().ops, op)
 		return
 	}
 	t.doc.transact(func(tx *Transaction) { op(tx, t) }, nil, true)

@@ -35,24 +35,41 @@ type typeBase struct {
 	item          *item // nil for roots and prelim types
 	name          string
 	kind          typeKind
+	markersOff    bool // Yjs drops search markers for texts with formatting
+	hasFormatting bool
 	nodeName      string // XmlElement node name, XmlHook hook name
 	start         *item
 	m             map[string]*item
 	length        int
 	markers       []marker
-	markersOff    bool   // Yjs drops search markers for texts with formatting
 	markerClock   uint64 // orders markers by last use; per type, so docs share no state
-	hasFormatting bool
 	pub           any
 
 	// prelim content, applied when the type is integrated into a document
-	prelimKeys []string
-	prelimMap  map[string]any
-	prelimList []any
-	prelimOps  []func(tx *Transaction, t *typeBase)
+	// (nil once it is, and for types read from updates): a list
+	// document holds two shared types per yap, so it is kept out of them
+	// (200 bytes a type instead of 280).
+	prelim *typePrelim
 
 	observers     []*observer
 	deepObservers []*observer
+}
+
+// typePrelim is the content of a prelim type (typeBase.prelim).
+type typePrelim struct {
+	keys []string
+	m    map[string]any
+	list []any
+	ops  []func(tx *Transaction, t *typeBase)
+}
+
+// pre returns t's prelim content, made on first use. Only prelim types
+// (doc == nil) use it.
+func (t *typeBase) pre() *typePrelim {
+	if t.prelim == nil {
+		t.prelim = &typePrelim{}
+	}
+	return t.prelim
 }
 
 type observer struct {
@@ -110,8 +127,16 @@ func (t *typeBase) useMarkers() bool {
 func (t *typeBase) integrate(tx *Transaction, it *item) {
 	t.doc = tx.doc
 	t.item = it
-	keys, m, list, ops := t.prelimKeys, t.prelimMap, t.prelimList, t.prelimOps
-	t.prelimKeys, t.prelimMap, t.prelimList, t.prelimOps = nil, nil, nil, nil
+	var (
+		keys []string
+		m    map[string]any
+		list []any
+		ops  []func(tx *Transaction, t *typeBase)
+	)
+	if p := t.prelim; p != nil {
+		keys, m, list, ops = p.keys, p.m, p.list, p.ops
+		t.prelim = nil
+	}
 	// the order decides the clocks: Yjs XML elements insert their children
 	// before setting attributes
 	if t.kind == typeXmlElement && len(list) > 0 {

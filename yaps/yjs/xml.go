@@ -33,7 +33,7 @@ func NewXmlElement(nodeName string) *XmlElement {
 func NewXmlText(s string) *XmlText {
 	t := newTypeBase(typeXmlText).pub.(*XmlText)
 	if s != "" {
-		t.prelimOps = append(t.prelimOps, func(tx *Transaction, tb *typeBase) { tb.insert(tx, 0, s, nil, false) })
+		t.pre().ops = append(t.pre().ops, func(tx *Transaction, tb *typeBase) { tb.insert(tx, 0, s, nil, false) })
 	}
 	return t
 }
@@ -128,17 +128,17 @@ func (f *XmlFragment) ObserveDeep(fn func(events []*Event)) func() { return f.ob
 
 func xmlLen(t *typeBase) int {
 	if t.doc == nil {
-		return len(t.prelimList)
+		return len(t.pre().list)
 	}
 	return t.length
 }
 
 func xmlGet(t *typeBase, i int) any {
 	if t.doc == nil {
-		if i < 0 || i >= len(t.prelimList) {
+		if i < 0 || i >= len(t.pre().list) {
 			return nil
 		}
-		return t.prelimList[i]
+		return t.pre().list[i]
 	}
 	v, _ := t.listGet(i)
 	return v
@@ -146,17 +146,17 @@ func xmlGet(t *typeBase, i int) any {
 
 func xmlSlice(t *typeBase) []any {
 	if t.doc == nil {
-		return append([]any(nil), t.prelimList...)
+		return append([]any(nil), t.pre().list...)
 	}
 	return t.listToSlice()
 }
 
 func xmlInsert(t *typeBase, index int, nodes []any) {
 	if t.doc == nil {
-		if index < 0 || index > len(t.prelimList) {
-			panic(errLength(index, len(t.prelimList)))
+		if index < 0 || index > len(t.pre().list) {
+			panic(errLength(index, len(t.pre().list)))
 		}
-		t.prelimList = append(t.prelimList[:index], append(append([]any(nil), nodes...), t.prelimList[index:]...)...)
+		t.pre().list = append(t.pre().list[:index], append(append([]any(nil), nodes...), t.pre().list[index:]...)...)
 		return
 	}
 	var err error
@@ -168,7 +168,7 @@ func xmlInsert(t *typeBase, index int, nodes []any) {
 
 func xmlDelete(t *typeBase, index, length int) {
 	if t.doc == nil {
-		t.prelimList = append(t.prelimList[:index], t.prelimList[index+length:]...)
+		t.pre().list = append(t.pre().list[:index], t.pre().list[index+length:]...)
 		return
 	}
 	var err error
@@ -208,7 +208,7 @@ func (e *XmlElement) SetAttribute(key string, value any) { setAttr(&e.typeBase, 
 // RemoveAttribute deletes an attribute.
 func (e *XmlElement) RemoveAttribute(key string) {
 	if e.doc == nil {
-		delete(e.prelimMap, key)
+		delete(e.pre().m, key)
 		return
 	}
 	e.transact(func(tx *Transaction) { e.mapDelete(tx, key) })
@@ -217,7 +217,7 @@ func (e *XmlElement) RemoveAttribute(key string) {
 // GetAttribute returns an attribute value.
 func (e *XmlElement) GetAttribute(key string) (any, bool) {
 	if e.doc == nil {
-		v, ok := e.prelimMap[key]
+		v, ok := e.pre().m[key]
 		return v, ok
 	}
 	return e.mapGet(key)
@@ -227,7 +227,7 @@ func (e *XmlElement) GetAttribute(key string) (any, bool) {
 func (e *XmlElement) Attributes() map[string]any {
 	if e.doc == nil {
 		out := map[string]any{}
-		for k, v := range e.prelimMap {
+		for k, v := range e.pre().m {
 			out[k] = v
 		}
 		return out
@@ -243,13 +243,13 @@ func (e *XmlElement) Attributes() map[string]any {
 
 func setAttr(t *typeBase, key string, value any) {
 	if t.doc == nil {
-		if t.prelimMap == nil {
-			t.prelimMap = map[string]any{}
+		if t.pre().m == nil {
+			t.pre().m = map[string]any{}
 		}
-		if _, ok := t.prelimMap[key]; !ok {
-			t.prelimKeys = append(t.prelimKeys, key)
+		if _, ok := t.pre().m[key]; !ok {
+			t.pre().keys = append(t.pre().keys, key)
 		}
-		t.prelimMap[key] = value
+		t.pre().m[key] = value
 		return
 	}
 	var err error
@@ -303,7 +303,7 @@ func (t *XmlText) Len() int {
 func (t *XmlText) asText() *Text {
 	if t.doc == nil {
 		x := &Text{}
-		x.kind, x.pub, x.prelimOps = typeText, x, t.prelimOps
+		x.kind, x.pub, x.pre().ops = typeText, x, t.pre().ops
 		return x
 	}
 	return nil
@@ -411,7 +411,7 @@ func (h *XmlHook) HookName() string { return h.nodeName }
 // Get returns a value of the hook's map.
 func (h *XmlHook) Get(key string) (any, bool) {
 	if h.doc == nil {
-		v, ok := h.prelimMap[key]
+		v, ok := h.pre().m[key]
 		return v, ok
 	}
 	return h.mapGet(key)
