@@ -410,12 +410,13 @@ func (p *probeBuffer) Encode(dst []byte) ([]byte, error) {
 }
 
 // pipelineSize is about the bytes of the messages pipelineMulti sends with
-// the statements sds and the parameters vals and lock: the statements'
-// names, the parameters with their lengths, and the rest of each message.
+// the statements sds and the parameters vals and lock, or a little more:
+// the statements' names, the parameters with their lengths, and the rest
+// of each message.
 func pipelineSize(sds []*pgconn.StatementDescription, vals [][]byte, lock []byte) int {
 	n := len(lock) + 64*len(sds) + 64
 	for _, sd := range sds {
-		n += 2 * len(sd.Name) // Bind and Describe
+		n += 2 * len(sd.Name) // in each Bind, counted twice for room
 	}
 	for _, v := range vals {
 		n += 6 + len(v) // length and format code

@@ -40,15 +40,16 @@ func (a *Array) Insert(index int, values ...any) {
 // TryInsert is Insert returning errors.
 func (a *Array) TryInsert(index int, values ...any) error {
 	if a.doc == nil {
-		if index < 0 || index > len(a.pre().list) {
-			return errLength(index, len(a.pre().list))
+		p := a.pre()
+		if index < 0 || index > len(p.list) {
+			return errLength(index, len(p.list))
 		}
 		for _, v := range values {
 			if err := checkValue(v); err != nil {
 				return err
 			}
 		}
-		a.pre().list = append(a.pre().list[:index], append(append([]any(nil), values...), a.pre().list[index:]...)...)
+		p.list = append(p.list[:index], append(append([]any(nil), values...), p.list[index:]...)...)
 		return nil
 	}
 	tx, initial := a.doc.begin(nil, true)
@@ -73,10 +74,11 @@ func (a *Array) Delete(index, length int) {
 // TryDelete is Delete returning errors.
 func (a *Array) TryDelete(index, length int) error {
 	if a.doc == nil {
-		if index < 0 || length < 0 || index+length > len(a.pre().list) {
-			return errLength(index+length, len(a.pre().list))
+		p := a.pre()
+		if index < 0 || length < 0 || index+length > len(p.list) {
+			return errLength(index+length, len(p.list))
 		}
-		a.pre().list = append(a.pre().list[:index], a.pre().list[index+length:]...)
+		p.list = append(p.list[:index], p.list[index+length:]...)
 		return nil
 	}
 	var err error
@@ -95,8 +97,9 @@ func (a *Array) ToSlice() []any {
 // ToJSON returns the elements with nested types converted like Yjs toJSON.
 func (a *Array) ToJSON() []any {
 	if a.doc == nil {
-		out := make([]any, len(a.pre().list))
-		for i, v := range a.pre().list {
+		list := a.pre().list
+		out := make([]any, len(list))
+		for i, v := range list {
 			out[i] = toJSONValue(v)
 		}
 		return out

@@ -101,12 +101,11 @@ func (d *Doc) writeClientRun(e *encoder, cs *clientStructs, clock int) {
 // encodedSizeHint bounds the size of the update of everything sv lacks
 // (everything for a nil sv; for another sv, bar the delete set, which
 // covers the whole document and may grow a diff's buffer once) so that
-// encoding fills a single buffer:
-// growing it by doubling would allocate and copy about twice the
-// document's encoded size on every compaction. It walks the structs it
-// bounds, which is about half the cost of encoding them, so full
-// encodings after the first size their buffer from the last one instead
-// (fullSizeEstimate).
+// encoding fills a single buffer: growing it by doubling would allocate
+// and copy about twice the document's encoded size on every compaction.
+// It walks the structs it bounds, which is about half the cost of
+// encoding them, so full encodings after the first size their buffer
+// from the last one instead (fullSizeEstimate).
 func (d *Doc) encodedSizeHint(sv map[uint64]int) int {
 	n := 16
 	for _, cs := range d.store.order {
@@ -255,15 +254,17 @@ func ParseStateVector(b []byte) (StateVector, error) {
 
 // EncodeStateFrom is EncodeStateAsUpdate with a parsed state vector.
 func (d *Doc) EncodeStateFrom(state StateVector) ([]byte, error) {
-	full, structs := state.m == nil, 0
-	var hint int
-	if full {
-		structs = d.StructCount()
-	}
-	if full && d.lastFullStructs > 0 {
-		hint = d.fullSizeEstimate(structs)
-	} else {
+	full := state.m == nil
+	var hint, structs int
+	switch {
+	case !full:
 		hint = d.encodedSizeHint(state.m)
+	case d.lastFullStructs > 0:
+		structs = d.StructCount()
+		hint = d.fullSizeEstimate(structs)
+	default:
+		structs = d.StructCount()
+		hint = d.encodedSizeHint(nil)
 	}
 	e := encoder{buf: make([]byte, 0, hint)}
 	d.writeClientsStructs(&e, state.m) // a nil map reads as empty

@@ -27,18 +27,19 @@ func (m *Map) TrySet(key string, value any) error {
 		return err
 	}
 	if m.doc == nil {
-		if m.pre().m == nil {
-			m.pre().m = map[string]any{}
+		p := m.pre()
+		if p.m == nil {
+			p.m = map[string]any{}
 		}
-		if _, ok := m.pre().m[key]; !ok {
-			if m.pre().keys == nil {
+		if _, ok := p.m[key]; !ok {
+			if p.keys == nil {
 				// A prelim map is usually filled with a handful of keys
 				// (a yap's members): grow once, not at 1, 2, 4 and 8.
-				m.pre().keys = make([]string, 0, 8)
+				p.keys = make([]string, 0, 8)
 			}
-			m.pre().keys = append(m.pre().keys, key)
+			p.keys = append(p.keys, key)
 		}
-		m.pre().m[key] = value
+		p.m[key] = value
 		return nil
 	}
 	tx, initial := m.doc.begin(nil, true)
@@ -58,11 +59,12 @@ func (m *Map) Get(key string) (any, bool) {
 // Delete removes key.
 func (m *Map) Delete(key string) {
 	if m.doc == nil {
-		if _, ok := m.pre().m[key]; ok {
-			delete(m.pre().m, key)
-			for i, k := range m.pre().keys {
+		p := m.pre()
+		if _, ok := p.m[key]; ok {
+			delete(p.m, key)
+			for i, k := range p.keys {
 				if k == key {
-					m.pre().keys = append(m.pre().keys[:i], m.pre().keys[i+1:]...)
+					p.keys = append(p.keys[:i], p.keys[i+1:]...)
 					break
 				}
 			}

@@ -127,29 +127,23 @@ func (t *typeBase) useMarkers() bool {
 func (t *typeBase) integrate(tx *Transaction, it *item) {
 	t.doc = tx.doc
 	t.item = it
-	var (
-		keys []string
-		m    map[string]any
-		list []any
-		ops  []func(tx *Transaction, t *typeBase)
-	)
-	if p := t.prelim; p != nil {
-		keys, m, list, ops = p.keys, p.m, p.list, p.ops
-		t.prelim = nil
+	var p typePrelim // none for a type read from an update
+	if t.prelim != nil {
+		p, t.prelim = *t.prelim, nil
 	}
 	// the order decides the clocks: Yjs XML elements insert their children
 	// before setting attributes
-	if t.kind == typeXmlElement && len(list) > 0 {
-		t.listInsert(tx, 0, list)
-		list = nil
+	if t.kind == typeXmlElement && len(p.list) > 0 {
+		t.listInsert(tx, 0, p.list)
+		p.list = nil
 	}
-	for _, k := range keys {
-		t.mapSet(tx, k, m[k])
+	for _, k := range p.keys {
+		t.mapSet(tx, k, p.m[k])
 	}
-	if len(list) > 0 {
-		t.listInsert(tx, 0, list)
+	if len(p.list) > 0 {
+		t.listInsert(tx, 0, p.list)
 	}
-	for _, op := range ops {
+	for _, op := range p.ops {
 		op(tx, t)
 	}
 }

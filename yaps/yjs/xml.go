@@ -153,10 +153,11 @@ func xmlSlice(t *typeBase) []any {
 
 func xmlInsert(t *typeBase, index int, nodes []any) {
 	if t.doc == nil {
-		if index < 0 || index > len(t.pre().list) {
-			panic(errLength(index, len(t.pre().list)))
+		p := t.pre()
+		if index < 0 || index > len(p.list) {
+			panic(errLength(index, len(p.list)))
 		}
-		t.pre().list = append(t.pre().list[:index], append(append([]any(nil), nodes...), t.pre().list[index:]...)...)
+		p.list = append(p.list[:index], append(append([]any(nil), nodes...), p.list[index:]...)...)
 		return
 	}
 	var err error
@@ -168,7 +169,8 @@ func xmlInsert(t *typeBase, index int, nodes []any) {
 
 func xmlDelete(t *typeBase, index, length int) {
 	if t.doc == nil {
-		t.pre().list = append(t.pre().list[:index], t.pre().list[index+length:]...)
+		p := t.pre()
+		p.list = append(p.list[:index], p.list[index+length:]...)
 		return
 	}
 	var err error
@@ -243,13 +245,14 @@ func (e *XmlElement) Attributes() map[string]any {
 
 func setAttr(t *typeBase, key string, value any) {
 	if t.doc == nil {
-		if t.pre().m == nil {
-			t.pre().m = map[string]any{}
+		p := t.pre()
+		if p.m == nil {
+			p.m = map[string]any{}
 		}
-		if _, ok := t.pre().m[key]; !ok {
-			t.pre().keys = append(t.pre().keys, key)
+		if _, ok := p.m[key]; !ok {
+			p.keys = append(p.keys, key)
 		}
-		t.pre().m[key] = value
+		p.m[key] = value
 		return
 	}
 	var err error
